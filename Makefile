@@ -1,0 +1,37 @@
+# Every target that needs Python depends on the venv stamp, so a fresh clone needs
+# nothing but `make lab` or `make test`.
+SYSTEM_PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+PY := $(BIN)/python
+STAMP := $(VENV)/.installed
+LAB_ARGS ?=
+PYTEST_ARGS ?=
+export PATH := $(abspath $(BIN)):$(PATH)
+
+.PHONY: lab test release venv clean
+
+venv: $(STAMP)
+
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(PY) || $(SYSTEM_PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	touch $(STAMP)
+
+## Start JupyterLab on the student notebooks (pass extra options with LAB_ARGS='...').
+lab: $(STAMP)
+	$(BIN)/jupyter lab --ServerApp.root_dir=notebooks $(LAB_ARGS)
+
+## Run every test: unit tests, release sync, autograde round trip, pitfalls, nbval.
+test: $(STAMP)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+## Re-execute the solutions in place, then regenerate notebooks/ from them.
+release: $(STAMP)
+	$(PY) -m autograder release
+
+clean:
+	rm -rf .pytest_cache gradebook.db
+	find . -name __pycache__ -not -path './.venv/*' -prune -exec rm -rf {} +

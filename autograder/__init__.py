@@ -1,0 +1,1 @@
+"""PyTorch Essentials course tooling."""

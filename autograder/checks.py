@@ -1,0 +1,264 @@
+"""Tensor-aware checks for the course's test cells.
+
+Every check raises :class:`CheckFailed` (an ``AssertionError``) whose message says what
+was expected, what arrived (shape, dtype, device, storage, autograd history, largest
+difference) and, where the symptom points at a known misconception, names it.
+Nothing is returned on success; a test cell simply runs to its end.
+
+The torch functions used for comparing are bound when this module is imported, so a
+submission that later rebinds ``torch.equal`` or ``torch.allclose`` does not change
+what these checks see.
+"""
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Callable, Mapping
+
+import numpy as np
+import torch
+
+_Tensor = torch.Tensor
+_is_tensor = torch.is_tensor
+_isnan = torch.isnan
+_float64 = torch.float64
+_isinstance = isinstance
+
+__all__ = [
+    "CheckFailed",
+    "describe",
+    "storage_id",
+    "expect",
+    "call",
+    "check_type",
+    "check_tensor",
+    "check_number",
+    "check_shares_storage",
+    "check_own_storage",
+    "check_no_autograd_history",
+    "passed",
+]
+
+
+class CheckFailed(AssertionError):
+    """A course check failed; the message explains what and, where known, why."""
+
+
+def _fail(name: str, problem: str, hint: str | None = None) -> None:
+    message = f"{name}: {problem}"
+    if hint:
+        message += f"\nLikely mistake: {hint}"
+    raise CheckFailed(message)
+
+
+def describe(value: Any) -> str:
+    """One line naming what ``value`` is: for a tensor its shape, dtype, device and graph."""
+    if _isinstance(value, _Tensor):
+        parts = [f"shape={tuple(value.shape)}", f"dtype={value.dtype}", f"device={value.device}"]
+        if value.requires_grad:
+            parts.append("requires_grad=True")
+        if value.grad_fn is not None:
+            parts.append(f"grad_fn={type(value.grad_fn).__name__}")
+        return f"Tensor({', '.join(parts)})"
+    if _isinstance(value, np.ndarray):
+        return f"numpy.ndarray(shape={value.shape}, dtype={value.dtype})"
+    text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"{type(value).__name__} {text}"
+
+
+def storage_id(t: torch.Tensor) -> int:
+    """Address of the storage ``t`` is a window on (equal for every view of it)."""
+    return t.untyped_storage().data_ptr()
+
+
+def expect(condition: Any, message: str) -> None:
+    """Fail with ``message`` unless ``condition`` is exactly ``True`` (or truthy bool-like)."""
+    if _isinstance(condition, _Tensor):
+        if condition.numel() != 1:
+            raise CheckFailed(f"{message}\n(the check got a tensor of shape {tuple(condition.shape)}, not a bool)")
+        condition = bool(condition.item())
+    if condition is not True and not (_isinstance(condition, (bool, np.bool_)) and bool(condition)):
+        raise CheckFailed(message)
+
+
+def _argument_summary(args: tuple, kwargs: Mapping[str, Any]) -> str:
+    shown = [describe(a) for a in args] + [f"{k}={describe(v)}" for k, v in kwargs.items()]
+    return ", ".join(shown)
+
+
+def call(fn: Callable, *args: Any, hints: Mapping[str, str] | None = None, **kwargs: Any) -> Any:
+    """Call a student's function; turn an exception into a failure that explains it.
+
+    ``hints`` maps a regular expression searched in ``"ExceptionType: message"`` to the
+    misconception it reveals.
+    """
+    name = getattr(fn, "__name__", repr(fn))
+    try:
+        return fn(*args, **kwargs)
+    except NotImplementedError:
+        raise CheckFailed(
+            f"{name} is not implemented yet: replace the `raise NotImplementedError()` line with your code."
+        ) from None
+    except CheckFailed:
+        raise
+    except Exception as exc:  # the student's error is the finding we report
+        text = f"{type(exc).__name__}: {exc}"
+        hint = None
+        for pattern, candidate in (hints or {}).items():
+            if re.search(pattern, text):
+                hint = candidate
+                break
+        _fail(f"{name}({_argument_summary(args, kwargs)})", f"raised {text}", hint)
+
+
+def check_type(value: Any, expected_type: type | tuple, name: str = "result", hint: str | None = None) -> None:
+    """``value`` must be an instance of ``expected_type`` (a Python bool is not accepted as an int)."""
+    types = expected_type if _isinstance(expected_type, tuple) else (expected_type,)
+    ok = _isinstance(value, types)
+    if ok and _isinstance(value, bool) and bool not in types:
+        ok = False
+    if not ok:
+        wanted = " or ".join(t.__name__ for t in types)
+        if hint is None:
+            if value is None:
+                hint = "the function does not return anything (a missing `return`?)"
+            elif _isinstance(value, _Tensor) and value.numel() == 1 and any(t in (bool, int, float) for t in types):
+                hint = "a one-element tensor is not a Python number: use `.item()` (or `bool(...)`)"
+        _fail(name, f"expected a {wanted}, got {describe(value)}", hint)
+
+
+def _dtype_hint(actual: torch.dtype, expected: torch.dtype) -> str | None:
+    if actual == torch.float64 and expected == torch.float32:
+        return ("float64 usually comes from NumPy: torch.from_numpy keeps the array's dtype. "
+                "Convert with .float() (PyTorch's default is float32).")
+    if expected == torch.long and actual.is_floating_point:
+        return ("class labels must be integers of dtype torch.long (int64): CrossEntropyLoss and "
+                "indexing want class indices, not floats. Convert with .long().")
+    if expected == torch.long and actual in (torch.int32, torch.int16, torch.int8, torch.uint8):
+        return f"{actual} is an integer type, but class indices are expected as torch.long (int64): use .long()."
+    if actual == torch.uint8 and expected.is_floating_point:
+        return "raw image bytes (uint8): convert with .float() and normalize before feeding a model."
+    if expected.is_floating_point and not actual.is_floating_point:
+        return "an integer tensor where floats are expected: convert with .float()."
+    return None
+
+
+def _shape_hint(actual: tuple, expected: tuple) -> str | None:
+    if len(actual) == len(expected) >= 2 and actual[-2:] == expected[-2:][::-1] and actual[:-2] == expected[:-2]:
+        return "the last two dimensions are swapped: a transpose missing (or one too many)?"
+    if math.prod(actual) == math.prod(expected):
+        if len(actual) == len(expected) + 1 and 1 in actual:
+            return "an extra dimension of size 1: squeeze it (or do not unsqueeze)."
+        if len(actual) + 1 == len(expected) and 1 in expected:
+            return "a dimension of size 1 is missing: keep the batch or feature dimension."
+        return "right number of elements, wrong arrangement: check which dimensions you merged or split."
+    if len(actual) == 1 and len(expected) == 2 and actual[0] == math.prod(expected):
+        return "everything was flattened into one dimension, including the batch dimension."
+    return None
+
+
+def check_tensor(
+    actual: Any,
+    expected: torch.Tensor,
+    name: str = "result",
+    *,
+    atol: float = 1e-5,
+    rtol: float = 1e-5,
+    check_dtype: bool = True,
+    check_device: bool = True,
+    hints: Mapping[str, str] | None = None,
+) -> None:
+    """``actual`` must be a tensor with ``expected``'s shape, dtype, device and values.
+
+    ``hints`` may override the message for one kind of problem: ``"type"``,
+    ``"shape"``, ``"dtype"``, ``"device"`` or ``"values"``.
+    """
+    hints = dict(hints or {})
+    if not _isinstance(actual, _Tensor):
+        hint = hints.get("type")
+        if hint is None:
+            if actual is None:
+                hint = "the function does not return anything (a missing `return`?)"
+            elif _isinstance(actual, np.ndarray):
+                hint = "a NumPy array, not a tensor: convert with torch.from_numpy or torch.as_tensor."
+            elif _isinstance(actual, (int, float, list, tuple)):
+                hint = "a Python value, not a tensor: keep the result as a torch.Tensor."
+        _fail(name, f"expected a torch.Tensor, got {describe(actual)}", hint)
+    if tuple(actual.shape) != tuple(expected.shape):
+        _fail(
+            name,
+            f"shape is {tuple(actual.shape)}, expected {tuple(expected.shape)}",
+            hints.get("shape") or _shape_hint(tuple(actual.shape), tuple(expected.shape)),
+        )
+    if check_dtype and actual.dtype != expected.dtype:
+        _fail(name, f"dtype is {actual.dtype}, expected {expected.dtype}",
+              hints.get("dtype") or _dtype_hint(actual.dtype, expected.dtype))
+    if check_device and actual.device != expected.device:
+        _fail(name, f"device is {actual.device}, expected {expected.device}",
+              hints.get("device") or "tensors must be on the same device: move them with .to(device) and use the result.")
+    a = actual.detach().to("cpu", _float64)
+    e = expected.detach().to("cpu", _float64)
+    if a.numel() == 0:
+        return
+    nan_a, nan_e = _isnan(a), _isnan(e)
+    if not bool((nan_a == nan_e).all()):
+        _fail(name, f"has NaN where the expected result has {'none' if not bool(nan_e.any()) else 'numbers'}",
+              hints.get("values"))
+    a = a.masked_fill(nan_a, 0.0)
+    e = e.masked_fill(nan_e, 0.0)
+    diff = (a - e).abs()
+    allowed = atol + rtol * e.abs()
+    bad = diff > allowed
+    if bool(bad.any()):
+        worst = int(diff.argmax())
+        index = tuple(int(i) for i in np.unravel_index(worst, tuple(a.shape))) if a.dim() else ()
+        _fail(
+            name,
+            f"values differ: {int(bad.sum())} of {a.numel()} elements outside tolerance, "
+            f"max difference {float(diff.max()):.3g} at index {index} "
+            f"(got {float(a.flatten()[worst]):.6g}, expected {float(e.flatten()[worst]):.6g})",
+            hints.get("values"),
+        )
+
+
+def check_number(actual: Any, expected: float, name: str = "result", *, tol: float = 1e-6,
+                 kind: type = float, hint: str | None = None) -> None:
+    """``actual`` must be a plain Python number (not a tensor) within ``tol`` of ``expected``."""
+    if _isinstance(actual, _Tensor):
+        _fail(name, f"expected a Python {kind.__name__}, got {describe(actual)}",
+              "a tensor was returned: convert a one-element tensor with `.item()` (keeping the tensor also keeps its autograd graph alive).")
+    if kind is float and _isinstance(actual, int) and not _isinstance(actual, bool):
+        actual = float(actual)
+    check_type(actual, kind, name)
+    if not math.isfinite(actual) or abs(actual - expected) > tol:
+        _fail(name, f"is {actual!r}, expected {expected!r} (tolerance {tol:g})", hint)
+
+
+def check_shares_storage(a: torch.Tensor, b: torch.Tensor, name: str = "result", hint: str | None = None) -> None:
+    """``a`` and ``b`` must be windows on one storage (a view, not a copy)."""
+    check_type(a, _Tensor, name)
+    if storage_id(a) != storage_id(b):
+        _fail(name, "is a copy: it does not share storage with the input", hint)
+
+
+def check_own_storage(result: torch.Tensor, source: torch.Tensor, name: str = "result", hint: str | None = None) -> None:
+    """``result`` must not share storage with ``source`` (writing to one must not change the other)."""
+    check_type(result, _Tensor, name)
+    if storage_id(result) == storage_id(source):
+        _fail(name, "shares storage with the input, so writing to one changes the other", hint
+              or "`.detach()` (like a view) returns a tensor on the same storage: add `.clone()` to copy the data.")
+
+
+def check_no_autograd_history(t: torch.Tensor, name: str = "result", hint: str | None = None) -> None:
+    """``t`` must be outside the autograd graph: no ``grad_fn``, ``requires_grad=False``."""
+    check_type(t, _Tensor, name)
+    if t.grad_fn is not None or t.requires_grad:
+        _fail(name, f"is still attached to the autograd graph ({describe(t)})", hint
+              or "`.clone()` is recorded by autograd (grad_fn=CloneBackward0): call `.detach()` before `.clone()`.")
+
+
+def passed(what: str) -> None:
+    """Print the line a test cell shows when all its checks passed."""
+    print(f"All checks passed: {what}")

@@ -1,0 +1,68 @@
+"""Where the course lives and how the student release is made from it."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+LESSON_ID = re.compile(r"^\d\d_[a-z0-9_]+$")
+EXECUTION_TIMEOUT_S = 600
+
+
+def data_dir() -> Path:
+    """The shipped data folder (``$PTE_DATA_DIR`` overrides it, e.g. for a grading sandbox)."""
+    return Path(os.environ.get("PTE_DATA_DIR", REPO_ROOT / "data"))
+
+
+def lessons(course_root: Path = REPO_ROOT) -> list[str]:
+    """Assignment ids: the ``NN_topic`` folders under ``solutions/`` holding ``NN_topic.ipynb``."""
+    source = Path(course_root) / "solutions"
+    return sorted(
+        p.name for p in source.iterdir()
+        if p.is_dir() and LESSON_ID.match(p.name) and (p / f"{p.name}.ipynb").is_file()
+    )
+
+
+def solution_path(lesson: str, course_root: Path = REPO_ROOT) -> Path:
+    return Path(course_root) / "solutions" / lesson / f"{lesson}.ipynb"
+
+
+def nbgrader_cmd(*args: str) -> list[str]:
+    """The nbgrader command line of this Python environment."""
+    return [sys.executable, "-m", "nbgrader", *args]
+
+
+def execute_in_place(path: Path, timeout: int = EXECUTION_TIMEOUT_S) -> None:
+    """Run a notebook top to bottom in its own folder and store the fresh outputs."""
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(
+        nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+    )
+    client.execute()
+    nbformat.write(nb, path)
+
+
+def generate_release(course_root: Path = REPO_ROOT, lesson_ids: list[str] | None = None) -> None:
+    """Regenerate ``notebooks/<id>/`` from ``solutions/<id>/`` with nbgrader (no gradebook needed)."""
+    for lesson in lesson_ids or lessons(course_root):
+        subprocess.run(
+            nbgrader_cmd("generate_assignment", lesson, "--force", "--no-db", "--log-level=WARN"),
+            cwd=course_root, check=True,
+        )
+
+
+def release(course_root: Path = REPO_ROOT, lesson_ids: list[str] | None = None, execute: bool = True) -> None:
+    """``make release``: re-execute each solution so its outputs are current, then regenerate."""
+    for lesson in lesson_ids or lessons(course_root):
+        if execute:
+            print(f"executing {lesson} ...", flush=True)
+            execute_in_place(solution_path(lesson, course_root))
+        generate_release(course_root, [lesson])
+        print(f"released {lesson}", flush=True)

@@ -1,0 +1,28 @@
+"""nbgrader configuration: this repository is the nbgrader course.
+
+solutions/<id>/<id>.ipynb is the source, notebooks/<id>/<id>.ipynb the student release.
+"""
+import os
+
+c = get_config()  # noqa: F821 (provided by traitlets when nbgrader loads this file)
+
+c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
+c.CourseDirectory.source_directory = "solutions"
+c.CourseDirectory.release_directory = "notebooks"
+
+# A training loop may take a while on a slow laptop, but a hung cell must not stall grading.
+c.Execute.timeout = 120
+c.Execute.interrupt_on_timeout = True
+
+# A student who deletes a graded cell gets it back (scored on the original tests).
+c.OverwriteCells.add_missing_cells = True
+
+# torch emits UserWarnings/FutureWarnings on stderr; keep them out of graded output.
+c.IgnorePattern.enabled = True
+c.IgnorePattern.pattern = r"(UserWarning|FutureWarning|DeprecationWarning)"
+
+# An output flood should not bloat the autograded notebook or the feedback.
+c.LimitOutput.max_lines = 300
+c.LimitOutput.max_traceback = 60
+
+c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
