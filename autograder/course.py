@@ -20,12 +20,17 @@ def data_dir() -> Path:
 
 
 def lessons(course_root: Path = REPO_ROOT) -> list[str]:
-    """Assignment ids: the ``NN_topic`` folders under ``solutions/`` holding ``NN_topic.ipynb``."""
+    """Assignment ids: the ``NN_topic`` folders under ``solutions/`` holding ``NN_topic.ipynb``.
+
+    ``$PTE_LESSONS`` (comma-separated ids) narrows the list, e.g. while writing one lesson.
+    """
     source = Path(course_root) / "solutions"
-    return sorted(
+    found = sorted(
         p.name for p in source.iterdir()
         if p.is_dir() and LESSON_ID.match(p.name) and (p / f"{p.name}.ipynb").is_file()
     )
+    wanted = [w for w in os.environ.get("PTE_LESSONS", "").split(",") if w]
+    return [lesson for lesson in found if not wanted or lesson in wanted]
 
 
 def solution_path(lesson: str, course_root: Path = REPO_ROOT) -> Path:

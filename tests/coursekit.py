@@ -1,0 +1,126 @@
+"""Helpers the tests share: scratch courses, submissions built from the release, scores.
+
+Naming convention in every lesson (checked by test_lessons.py): the answer cell of
+exercise ``X`` has grade id ``ex_X``; its locked test cell (visible checks, then hidden
+ones) has grade id ``test_X`` and carries all of the exercise's points.
+"""
+from __future__ import annotations
+
+import importlib.util
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import nbformat
+
+from autograder import course
+
+REPO = course.REPO_ROOT
+PITFALL_DIR = Path(__file__).parent / "pitfalls"
+MARKER_LINE = re.compile(r"^\s*### (BEGIN|END) (SOLUTION|HIDDEN TESTS)\s*$")
+
+
+def nbgrader_meta(cell) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+def exercises(nb) -> dict[str, dict]:
+    """Exercise name -> {'solution': cell, 'test': cell, 'points': int} from a notebook."""
+    found: dict[str, dict] = {}
+    for cell in nb.cells:
+        meta = nbgrader_meta(cell)
+        grade_id = meta.get("grade_id", "")
+        if meta.get("solution") and grade_id.startswith("ex_"):
+            found.setdefault(grade_id[3:], {})["solution"] = cell
+        elif meta.get("grade") and grade_id.startswith("test_"):
+            entry = found.setdefault(grade_id[5:], {})
+            entry["test"] = cell
+            entry["points"] = meta["points"]
+    return found
+
+
+def solution_body(source: str) -> str:
+    """The solution cell as a student who got it right would have written it (markers removed)."""
+    return "\n".join(line for line in source.splitlines() if not MARKER_LINE.match(line))
+
+
+def load_pitfalls(lesson: str) -> dict[str, dict[str, str]]:
+    """tests/pitfalls/<lesson>.py's PITFALLS: exercise -> {pitfall description: wrong answer cell}."""
+    path = PITFALL_DIR / f"{lesson}.py"
+    if not path.exists():
+        return {}
+    spec = importlib.util.spec_from_file_location(f"pitfalls_{lesson}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.PITFALLS
+
+
+def make_scratch_course(root: Path, lesson_ids: list[str]) -> Path:
+    """A throwaway copy of the course (config + solutions) with its own gradebook and release."""
+    root.mkdir(parents=True, exist_ok=True)
+    shutil.copy(REPO / "nbgrader_config.py", root / "nbgrader_config.py")
+    for lesson in lesson_ids:
+        shutil.copytree(REPO / "solutions" / lesson, root / "solutions" / lesson)
+        subprocess.run(course.nbgrader_cmd("generate_assignment", lesson, "--force", "--log-level=ERROR"),
+                       cwd=root, check=True)
+    return root
+
+
+def release_notebook(root: Path, lesson: str):
+    return nbformat.read(root / "notebooks" / lesson / f"{lesson}.ipynb", as_version=4)
+
+
+def fill_answers(release_nb, solution_nb, overrides: dict[str, str] | None = None):
+    """The release with every answer cell filled in correctly, except ``overrides`` (exercise -> source)."""
+    nb = nbformat.from_dict(release_nb)
+    solutions = exercises(solution_nb)
+    overrides = overrides or {}
+    for name, entry in exercises(nb).items():
+        if "solution" not in entry:
+            continue
+        entry["solution"].source = overrides.get(name, solution_body(solutions[name]["solution"].source))
+    return nb
+
+
+def submit(root: Path, student: str, lesson: str, nb) -> None:
+    target = root / "submitted" / student / lesson
+    target.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, target / f"{lesson}.ipynb")
+
+
+def autograde(root: Path, lesson: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        course.nbgrader_cmd("autograde", lesson, "--force", "--create", "--log-level=ERROR"),
+        cwd=root, capture_output=True, text=True, timeout=1800,
+    )
+
+
+def scores(root: Path, lesson: str) -> dict[str, dict[str, float]]:
+    """student -> {exercise name: points scored} for every autograded submission."""
+    from nbgrader.api import Gradebook
+
+    result: dict[str, dict[str, float]] = {}
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        assignment = gb.find_assignment(lesson)
+        for submission in assignment.submissions:
+            per_exercise: dict[str, float] = {}
+            for nb in submission.notebooks:
+                for grade in nb.grades:
+                    if grade.name.startswith("test_"):
+                        per_exercise[grade.name[5:]] = grade.score
+            result[submission.student.id] = per_exercise
+    return result
+
+
+def output_text(nb, cell_id: str) -> str:
+    for cell in nb.cells:
+        if cell.get("id") == cell_id or nbgrader_meta(cell).get("grade_id") == cell_id:
+            parts = []
+            for out in cell.get("outputs", []):
+                if out.output_type == "stream":
+                    parts.append(out.text)
+                elif out.output_type == "error":
+                    parts.append(f"{out.ename}: {out.evalue}")
+            return "".join(parts)
+    raise KeyError(cell_id)

@@ -1,0 +1,82 @@
+"""Every lesson follows the house pattern, so students meet the same rhythm everywhere."""
+from __future__ import annotations
+
+import re
+
+import nbformat
+import pytest
+
+import coursekit as kit
+from autograder import course
+
+LESSONS = course.lessons()
+
+
+def load(lesson):
+    return nbformat.read(course.solution_path(lesson), as_version=4)
+
+
+def test_there_are_lessons():
+    assert "01_tensors_and_views" in course.lessons() or course.lessons() == LESSONS
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_skeleton(lesson):
+    nb = load(lesson)
+    markdown = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith(f"# {lesson[:2]} · ")
+    for heading in ("You will be able to", "## Setup", "## Summary", "## Try it yourself"):
+        assert heading.lower() in markdown.lower(), f"{lesson} lacks a '{heading}' part"
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    assert "torch.manual_seed(" in code, f"{lesson} sets no seed"
+    assert "plt." in code or "widgets" in code or "_explorer(" in code, f"{lesson} has no figure or widget"
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_graded_parts_follow_the_pattern(lesson):
+    nb = load(lesson)
+    found = kit.exercises(nb)
+    assert found, f"{lesson} has no graded exercise"
+    index = {id(c): i for i, c in enumerate(nb.cells)}
+    for name, entry in found.items():
+        assert {"solution", "test"} <= set(entry), f"{lesson}: exercise {name} needs ex_{name} and test_{name}"
+        sol, test = entry["solution"], entry["test"]
+        assert index[id(sol)] < index[id(test)]
+        assert "### BEGIN SOLUTION" in sol.source and "### END SOLUTION" in sol.source
+        assert test.source.lstrip().startswith('"""'), f"test_{name} should open with a one-line docstring"
+        assert "### BEGIN HIDDEN TESTS" in test.source, f"test_{name} has no hidden tests"
+        visible = test.source.split("### BEGIN HIDDEN TESTS")[0]
+        assert "checks." in visible, f"test_{name}: visible checks should use the shared helpers"
+        assert not re.search(r"^\s*assert\s", test.source, re.M), f"test_{name} uses a bare assert"
+        assert test.metadata.nbgrader["locked"] is True
+        heading = next(c for c in reversed(nb.cells[: index[id(sol)]]) if c.cell_type == "markdown"
+                       and c.source.startswith("### "))
+        assert f"({entry['points']} point" in heading.source.splitlines()[0], f"{name}: heading must state its points"
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_volatile_cells_give_a_reason(lesson):
+    """Cells that nbval does not compare say why, in a '# nbval: ...' comment."""
+    for cell in load(lesson).cells:
+        tags = cell.get("metadata", {}).get("tags", [])
+        if any(t.startswith("nbval-") for t in tags):
+            assert "# nbval:" in cell.source, f"{lesson}: cell {cell.get('id')} is tagged {tags} without a reason"
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_solutions_were_executed(lesson):
+    """Stored outputs come from a real run: every code cell ran, in order, without errors."""
+    cells = [c for c in load(lesson).cells if c.cell_type == "code"]
+    counts = [c.execution_count for c in cells]
+    assert None not in counts, f"{lesson}: some cells were never executed; run `make release`"
+    assert counts == sorted(counts) and len(set(counts)) == len(counts), f"{lesson}: out-of-order execution"
+    errors = [c.get("id") for c in cells if any(o.output_type == "error" for o in c.outputs)
+              and "nbval-raises-exception" not in c.metadata.get("tags", [])]
+    assert not errors, f"{lesson}: cells stored with errors: {errors}"
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_pitfall_table_names_real_exercises(lesson):
+    names = set(kit.exercises(load(lesson)))
+    for exercise in kit.load_pitfalls(lesson):
+        assert exercise in names, f"tests/pitfalls/{lesson}.py names unknown exercise {exercise}"

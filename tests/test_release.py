@@ -1,0 +1,71 @@
+"""notebooks/ is generated from solutions/ and leaks neither solutions nor hidden tests."""
+from __future__ import annotations
+
+import re
+import shutil
+
+import nbformat
+import pytest
+
+import coursekit as kit
+from autograder import course
+
+LESSONS = course.lessons()
+
+
+def comparable(nb) -> list[tuple]:
+    """What a student sees of a notebook: per cell its type, id, source and nbgrader metadata."""
+    return [
+        (c.cell_type, c.get("id"), c.source, c.get("metadata", {}).get("nbgrader"),
+         c.get("metadata", {}).get("tags"))
+        for c in nb.cells
+    ]
+
+
+@pytest.fixture(scope="module")
+def regenerated(tmp_path_factory):
+    root = tmp_path_factory.mktemp("release")
+    shutil.copy(kit.REPO / "nbgrader_config.py", root)
+    for lesson in LESSONS:
+        shutil.copytree(kit.REPO / "solutions" / lesson, root / "solutions" / lesson)
+    course.generate_release(root, LESSONS)
+    return root
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_release_is_in_sync(regenerated, lesson):
+    fresh = nbformat.read(regenerated / "notebooks" / lesson / f"{lesson}.ipynb", as_version=4)
+    committed = nbformat.read(kit.REPO / "notebooks" / lesson / f"{lesson}.ipynb", as_version=4)
+    assert comparable(fresh) == comparable(committed), (
+        f"notebooks/{lesson} differs from what solutions/{lesson} generates: run `make release`")
+
+
+def test_release_has_exactly_the_lessons():
+    released = sorted(p.name for p in (kit.REPO / "notebooks").iterdir() if p.is_dir())
+    assert released == course.lessons() or course.lessons() != LESSONS
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_release_leaks_no_solution_or_hidden_test(lesson):
+    release = nbformat.read(kit.REPO / "notebooks" / lesson / f"{lesson}.ipynb", as_version=4)
+    source = nbformat.read(course.solution_path(lesson), as_version=4)
+    text = "\n".join(c.source for c in release.cells)
+    for marker in ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"):
+        assert marker not in text
+    assert all(not c.get("outputs") for c in release.cells if c.cell_type == "code"), "release must ship without outputs"
+    released = kit.exercises(release)
+    for name, entry in kit.exercises(source).items():
+        body = "\n".join(re.findall(r"### BEGIN SOLUTION(.*?)### END SOLUTION", entry["solution"].source, re.S))
+        stub = released[name]["solution"].source
+        assert "raise NotImplementedError()" in stub
+        for line in body.splitlines():
+            if line.strip():
+                assert line.strip() not in stub, f"{lesson}/{name}: solution line leaked: {line.strip()}"
+        hidden = entry["test"].source.split("### BEGIN HIDDEN TESTS")[1].split("### END HIDDEN TESTS")[0]
+        released_test = released[name]["test"].source
+        visible = {line.strip() for line in entry["test"].source.split("### BEGIN HIDDEN TESTS")[0].splitlines()}
+        for line in hidden.splitlines():
+            if len(line.strip()) > 12 and line.strip() not in visible:
+                assert line.strip() not in released_test, f"{lesson}/test_{name}: hidden line leaked: {line.strip()}"
+        signature = next(l for l in entry["solution"].source.splitlines() if l.startswith(("def ", "class ")))
+        assert signature in stub, f"{lesson}/{name}: the stub must keep the signature"
