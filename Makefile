@@ -6,6 +6,8 @@ BIN := $(VENV)/bin
 PY := $(BIN)/python
 STAMP := $(VENV)/.installed
 LAB_ARGS ?=
+# Jupyter refuses to run as root unless told; containers and CI often are root.
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 PYTEST_ARGS ?=
 export PATH := $(abspath $(BIN)):$(PATH)
 
@@ -22,7 +24,7 @@ $(STAMP): requirements.txt pyproject.toml
 
 ## Start JupyterLab on the student notebooks (pass extra options with LAB_ARGS='...').
 lab: $(STAMP)
-	$(BIN)/jupyter lab --ServerApp.root_dir=notebooks $(LAB_ARGS)
+	$(BIN)/jupyter lab --ServerApp.root_dir=notebooks $(ROOT_FLAG) $(LAB_ARGS)
 
 ## Run every test: unit tests, release sync, autograde round trip, pitfalls, nbval.
 test: $(STAMP)

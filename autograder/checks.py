@@ -148,14 +148,14 @@ def _dtype_hint(actual: torch.dtype, expected: torch.dtype) -> str | None:
 def _shape_hint(actual: tuple, expected: tuple) -> str | None:
     if len(actual) == len(expected) >= 2 and actual[-2:] == expected[-2:][::-1] and actual[:-2] == expected[:-2]:
         return "the last two dimensions are swapped: a transpose missing (or one too many)?"
+    if len(actual) == 1 and len(expected) >= 2 and actual[0] == math.prod(expected):
+        return "everything was flattened into one dimension, including the batch dimension."
     if math.prod(actual) == math.prod(expected):
         if len(actual) == len(expected) + 1 and 1 in actual:
             return "an extra dimension of size 1: squeeze it (or do not unsqueeze)."
         if len(actual) + 1 == len(expected) and 1 in expected:
             return "a dimension of size 1 is missing: keep the batch or feature dimension."
         return "right number of elements, wrong arrangement: check which dimensions you merged or split."
-    if len(actual) == 1 and len(expected) == 2 and actual[0] == math.prod(expected):
-        return "everything was flattened into one dimension, including the batch dimension."
     return None
 
 
