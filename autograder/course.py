@@ -19,7 +19,7 @@ def data_dir() -> Path:
     return Path(os.environ.get("PTE_DATA_DIR", REPO_ROOT / "data"))
 
 
-def lessons(course_root: Path = REPO_ROOT) -> list[str]:
+def lessons(course_root: Path = REPO_ROOT, narrowed: bool = True) -> list[str]:
     """Assignment ids: the ``NN_topic`` folders under ``solutions/`` holding ``NN_topic.ipynb``.
 
     ``$PTE_LESSONS`` (comma-separated ids) narrows the list, e.g. while writing one lesson.
@@ -29,7 +29,7 @@ def lessons(course_root: Path = REPO_ROOT) -> list[str]:
         p.name for p in source.iterdir()
         if p.is_dir() and LESSON_ID.match(p.name) and (p / f"{p.name}.ipynb").is_file()
     )
-    wanted = [w for w in os.environ.get("PTE_LESSONS", "").split(",") if w]
+    wanted = [w for w in os.environ.get("PTE_LESSONS", "").split(",") if w] if narrowed else []
     return [lesson for lesson in found if not wanted or lesson in wanted]
 
 

@@ -17,7 +17,7 @@ def load(lesson):
 
 
 def test_there_are_lessons():
-    assert "01_tensors_and_views" in course.lessons() or course.lessons() == LESSONS
+    assert "01_tensors_and_views" in course.lessons(narrowed=False)
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
