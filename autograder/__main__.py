@@ -1,10 +1,11 @@
-"""Command line: ``python -m autograder release [LESSON ...] [--no-execute]``."""
+"""Command line: ``python -m autograder release|lessons|grade ...`` (see ``--help``)."""
 from __future__ import annotations
 
 import argparse
 import sys
 
 from . import course
+from .grading import cli as grading_cli
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -16,8 +17,11 @@ def main(argv: list[str] | None = None) -> int:
     rel.add_argument("--no-execute", action="store_true", help="only regenerate the student release")
 
     commands.add_parser("lessons", help="list the lesson ids")
+    grading_cli.add_parser(commands)
 
     args = parser.parse_args(argv)
+    if args.command == "grade":
+        return grading_cli.run(args, commands.choices["grade"])
     if args.command == "lessons":
         print("\n".join(course.lessons()))
         return 0

@@ -1,0 +1,1 @@
+"""The instructor's grading command (``python -m autograder grade``), built on nbgrader."""

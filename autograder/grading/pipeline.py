@@ -1,0 +1,365 @@
+"""The instructor's grading command: a whole class, in parallel, each submission on its own.
+
+Phase 1 (parallel, one process per job): each submission is checked (missing, corrupt,
+renamed), rebuilt into the canonical notebook, and executed in its own sandboxed kernel
+under limits. Phase 2 (serial per assignment, in a subprocess): nbgrader records the
+executed notebooks in the gradebook and writes ``autograded/`` and ``feedback/``.
+Then ``grades.csv`` and ``grading-report.json`` are written from the gradebook.
+"""
+from __future__ import annotations
+
+import concurrent.futures as futures
+import csv
+import hashlib
+import json
+import multiprocessing
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import nbformat
+
+from . import canonical, runner, sandbox
+
+STATUSES = ("graded", "timeout", "kernel-died", "memory-limit", "corrupt", "missing", "tampered", "error")
+GRADING_DIR = ".grading"
+
+
+class UsageError(Exception):
+    """Bad arguments: exit code 2."""
+
+
+@dataclass
+class NotebookResult:
+    student: str
+    assignment: str
+    notebook: str
+    status: str = "graded"
+    reason: str = ""
+    score: float = 0.0
+    max_score: float = 0.0
+    seconds: float = 0.0
+    execution_seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Options:
+    course: Path
+    assignments: list[str] | None = None
+    students: list[str] | None = None
+    jobs: int = os.cpu_count() or 1
+    timeout_s: float = 600.0
+    cell_timeout_s: float | None = None
+    memory_mb: int = 3072
+    output_mb: float = 2.0
+    sandbox: str = "auto"          # auto | bwrap | none
+    shard: tuple[int, int] | None = None
+    feedback: bool = True
+
+
+# ---------------------------------------------------------------- course and gradebook
+
+def load_coursedir(course: Path):
+    """nbgrader's CourseDirectory as the course's own nbgrader_config.py sets it."""
+    from nbgrader.coursedir import CourseDirectory
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config_file = course / "nbgrader_config.py"
+    if not config_file.is_file():
+        raise UsageError(f"{course} has no nbgrader_config.py: is it an nbgrader course?")
+    config = PyFileConfigLoader(config_file.name, path=str(course)).load_config()
+    coursedir = CourseDirectory(config=config)
+    coursedir.root = str(course.resolve())
+    return coursedir
+
+
+def course_layout(coursedir) -> dict[str, dict]:
+    """assignment -> {'notebooks': {name: max_score}} from the gradebook."""
+    from nbgrader.api import Gradebook
+
+    layout = {}
+    with Gradebook(coursedir.db_url) as gb:
+        for assignment in gb.assignments:
+            layout[assignment.name] = {"notebooks": {nb.name: nb.max_score for nb in assignment.notebooks}}
+    return layout
+
+
+def backup_gradebook(coursedir, course: Path) -> str | None:
+    url = coursedir.db_url
+    if not url.startswith("sqlite:///"):
+        return None  # a server database is backed up by its own tools (pg_dump)
+    db = Path(url[len("sqlite:///"):])
+    if not db.exists():
+        return None
+    folder = course / "backups"
+    folder.mkdir(exist_ok=True)
+    target = folder / f"gradebook-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%S%fZ')}.db"
+    import sqlite3
+
+    with sqlite3.connect(db) as source, sqlite3.connect(target) as dest:
+        source.backup(dest)  # a consistent copy even if another process is reading
+    return str(target)
+
+
+def in_shard(student: str, shard: tuple[int, int] | None) -> bool:
+    if shard is None:
+        return True
+    index, count = shard
+    digest = int(hashlib.sha256(student.encode()).hexdigest(), 16)
+    return digest % count == index
+
+
+def discover(coursedir, course: Path, options: Options, layout: dict) -> list[tuple[str, str]]:
+    submitted = Path(coursedir.format_path(coursedir.submitted_directory, ".", ".")).resolve()
+    if not submitted.is_dir():
+        raise UsageError(f"no submissions folder at {submitted}")
+    assignments = options.assignments or sorted(layout)
+    unknown = [a for a in assignments if a not in layout]
+    if unknown:
+        raise UsageError(f"unknown assignment(s) {', '.join(unknown)}; the gradebook has: {', '.join(sorted(layout))}"
+                         " (run `nbgrader generate_assignment` first)")
+    students = sorted(p.name for p in submitted.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if options.students:
+        missing = [s for s in options.students if s not in students]
+        if missing:
+            raise UsageError(f"no submissions folder for student(s): {', '.join(missing)}")
+        students = [s for s in students if s in options.students]
+    tasks = []
+    for student in students:
+        if not in_shard(student, options.shard):
+            continue
+        for assignment in assignments:
+            if (submitted / student / assignment).is_dir():
+                tasks.append((student, assignment))
+    return tasks
+
+
+# ---------------------------------------------------------------- phase 1: one submission
+
+def grade_submission(course: str, coursedir_paths: dict, student: str, assignment: str,
+                     notebooks: dict[str, float], limits: runner.Limits, staged_root: str,
+                     scratch_root: str) -> list[dict]:
+    """Check, rebuild and execute one student's assignment; stage the results. Never raises."""
+    results = []
+    source_dir = Path(coursedir_paths["submitted"]) / student / assignment
+    release_dir = Path(coursedir_paths["release"]) / assignment
+    staged_dir = Path(staged_root) / student / assignment
+    present = sorted(p.name for p in source_dir.glob("*.ipynb"))
+    for name, max_score in notebooks.items():
+        start = time.monotonic()
+        result = NotebookResult(student, assignment, name, max_score=max_score)
+        path = source_dir / f"{name}.ipynb"
+        try:
+            if not path.is_file():
+                others = [p for p in present if p != f"{name}.ipynb"]
+                hint = f"; found {', '.join(others)} (renamed?)" if others else ""
+                raise canonical.SubmissionError("missing", f"{name}.ipynb was not submitted{hint}")
+            submitted = canonical.read_submission(path)
+            release = nbformat.read(release_dir / f"{name}.ipynb", as_version=4)
+            built = canonical.build(release, submitted)
+            result.notes = built.notes
+            scratch = Path(scratch_root) / f"{student}--{assignment}--{name}"
+            shutil.rmtree(scratch, ignore_errors=True)
+            outcome = runner.execute(built.nb, limits, scratch, built.deleted_tests)
+            shutil.rmtree(scratch, ignore_errors=True)
+            findings = built.findings + outcome.findings
+            result.status, result.reason = outcome.status, outcome.reason
+            if result.status == "graded" and findings:
+                result.status, result.reason = "tampered", "; ".join(findings)
+            elif findings:
+                result.notes = findings + result.notes
+            result.execution_seconds = outcome.execution_seconds
+            staged_dir.mkdir(parents=True, exist_ok=True)
+            if (source_dir / "timestamp.txt").is_file():
+                shutil.copy(source_dir / "timestamp.txt", staged_dir / "timestamp.txt")
+            nbformat.write(outcome.nb, staged_dir / f"{name}.ipynb")
+        except canonical.SubmissionError as exc:
+            result.status, result.reason = exc.status, exc.reason
+        except Exception as exc:  # a grader fault on one notebook must not stop the class
+            result.status, result.reason = "error", f"grader error: {type(exc).__name__}: {exc}"[:300]
+        result.seconds = time.monotonic() - start
+        results.append(asdict(result))
+    return results
+
+
+# ---------------------------------------------------------------- phase 2 and outputs
+
+def record(course: Path, assignment: str, staged_root: Path, students: list[str], log) -> str | None:
+    """nbgrader autograde + feedback of the staged notebooks; returns an error text or None."""
+    cmd = [sys.executable, "-m", "autograder.grading.phase2", str(course), assignment, str(staged_root)]
+    if len(students) == 1:
+        cmd.append(students[0])
+    proc = subprocess.run(cmd, cwd=course, capture_output=True, text=True)
+    if proc.returncode != 0:
+        return (proc.stdout + proc.stderr).strip()[-2000:]
+    return None
+
+
+def read_scores(coursedir, pairs: list[tuple[str, str, str]]) -> dict[tuple[str, str, str], float]:
+    from nbgrader.api import Gradebook, MissingEntry
+
+    scores = {}
+    with Gradebook(coursedir.db_url) as gb:
+        for student, assignment, notebook in pairs:
+            try:
+                scores[(student, assignment, notebook)] = gb.find_submission_notebook(
+                    notebook, assignment, student).score
+            except MissingEntry:
+                scores[(student, assignment, notebook)] = 0.0
+    return scores
+
+
+def write_outputs(course: Path, results: list[NotebookResult], meta: dict) -> None:
+    per_submission: dict[tuple[str, str], list[NotebookResult]] = {}
+    for r in results:
+        per_submission.setdefault((r.student, r.assignment), []).append(r)
+    rows = []
+    for (student, assignment), items in sorted(per_submission.items()):
+        worst = next((r.status for r in items if r.status != "graded"), "graded")
+        rows.append({"student_id": student, "assignment": assignment,
+                     "score": round(sum(r.score for r in items), 4),
+                     "max_score": round(sum(r.max_score for r in items), 4), "status": worst,
+                     "reason": " | ".join(f"{r.notebook}: {r.reason}" for r in items if r.reason)})
+    previous = {}
+    csv_path = course / "grades.csv"
+    if csv_path.exists() and meta.get("partial"):
+        with open(csv_path, newline="") as handle:
+            previous = {(r["student_id"], r["assignment"]): r for r in csv.DictReader(handle)}
+    merged = dict(previous)
+    merged.update({(r["student_id"], r["assignment"]): r for r in rows})
+    with open(csv_path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=["student_id", "assignment", "score", "max_score", "status", "reason"])
+        writer.writeheader()
+        for key in sorted(merged):
+            writer.writerow(merged[key])
+    report = dict(meta, submissions=[asdict(r) for r in sorted(results, key=lambda r: (r.student, r.assignment, r.notebook))])
+    (course / "grading-report.json").write_text(json.dumps(report, indent=2) + "\n")
+
+
+class Progress:
+    """A bar on a terminal, plain lines otherwise."""
+
+    def __init__(self, total: int, stream=sys.stderr):
+        self.total, self.done, self.stream = total, 0, stream
+        self.tty = stream.isatty()
+
+    def update(self, result: NotebookResult) -> None:
+        self.done += 1
+        if self.tty:
+            width = 30
+            filled = int(width * self.done / max(self.total, 1))
+            self.stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} "
+                              f"{result.student}/{result.assignment}: {result.status:<12}")
+            if self.done == self.total:
+                self.stream.write("\n")
+        else:
+            self.stream.write(f"graded {self.done}/{self.total} {result.student} {result.assignment}/"
+                              f"{result.notebook}: {result.status} ({result.seconds:.1f} s)"
+                              f"{' - ' + result.reason if result.reason else ''}\n")
+        self.stream.flush()
+
+    def log(self, text: str) -> None:
+        if self.tty:
+            self.stream.write("\n")
+        self.stream.write(text + "\n")
+        self.stream.flush()
+
+
+def matplotlib_cache(grading_dir: Path) -> Path:
+    """Build matplotlib's font cache once so each sandbox does not rebuild it."""
+    cache = grading_dir / "mplcache"
+    if not any(cache.glob("fontlist-*.json")):
+        cache.mkdir(parents=True, exist_ok=True)
+        subprocess.run([sys.executable, "-c", "import matplotlib.font_manager"],
+                       env=dict(os.environ, MPLCONFIGDIR=str(cache)), check=False, capture_output=True)
+    return cache
+
+
+def grade(options: Options) -> tuple[int, list[NotebookResult]]:
+    """Grade the selected submissions; return (exit code, results)."""
+    course = options.course.resolve()
+    if not course.is_dir():
+        raise UsageError(f"course folder {course} does not exist")
+    if options.jobs < 1 or options.timeout_s <= 0 or options.memory_mb < 256:
+        raise UsageError("--jobs must be >= 1, --timeout-s > 0 and --memory-mb >= 256")
+    coursedir = load_coursedir(course)
+    layout = course_layout(coursedir)
+    tasks = discover(coursedir, course, options, layout)
+    if options.sandbox == "bwrap" and not sandbox.sandbox_available():
+        raise UsageError("--sandbox bwrap: bubblewrap cannot create namespaces on this host")
+    use_bwrap = options.sandbox == "bwrap" or (options.sandbox == "auto" and sandbox.sandbox_available())
+    progress = Progress(sum(len(layout[a]["notebooks"]) for _, a in tasks))
+    if not use_bwrap:
+        progress.log("warning: grading WITHOUT the bubblewrap sandbox: submissions can read the course files")
+
+    grading_dir = course / GRADING_DIR
+    staged_root = grading_dir / "staged"
+    shutil.rmtree(staged_root, ignore_errors=True)
+    staged_root.mkdir(parents=True)
+    scratch_root = Path(os.environ.get("PTE_SCRATCH", "/tmp")) / f"pte-grading-{os.getpid()}"
+    scratch_root.mkdir(parents=True, exist_ok=True)
+    os.chmod(scratch_root, 0o711)
+    os.environ["PTE_MPL_CACHE"] = str(matplotlib_cache(grading_dir))
+    backup = backup_gradebook(coursedir, course)
+
+    cores = os.cpu_count() or 1
+    limits = runner.Limits(timeout_s=options.timeout_s, memory_mb=options.memory_mb, output_mb=options.output_mb,
+                           cell_timeout_s=options.cell_timeout_s or min(120.0, options.timeout_s),
+                           threads=max(1, cores // options.jobs), sandbox=use_bwrap)
+    paths = {"submitted": str(Path(coursedir.format_path(coursedir.submitted_directory, ".", ".")).resolve()),
+             "release": str(Path(coursedir.format_path(coursedir.release_directory, ".", ".")).resolve())}
+    started = time.monotonic()
+    results: list[NotebookResult] = []
+    context = multiprocessing.get_context("forkserver")
+    with futures.ProcessPoolExecutor(max_workers=options.jobs, mp_context=context) as pool:
+        pending = {
+            pool.submit(grade_submission, str(course), paths, student, assignment, layout[assignment]["notebooks"],
+                        limits, str(staged_root), str(scratch_root)): (student, assignment)
+            for student, assignment in tasks
+        }
+        for done in futures.as_completed(pending):
+            student, assignment = pending[done]
+            try:
+                items = [NotebookResult(**r) for r in done.result()]
+            except Exception as exc:  # the worker process itself died
+                items = [NotebookResult(student, assignment, name, status="error", max_score=mx,
+                                        reason=f"grader worker failed: {type(exc).__name__}: {exc}"[:300])
+                         for name, mx in layout[assignment]["notebooks"].items()]
+            for item in items:
+                results.append(item)
+                progress.update(item)
+    shutil.rmtree(scratch_root, ignore_errors=True)
+
+    for assignment in sorted({a for _, a in tasks}):
+        students = sorted({s for s, a in tasks if a == assignment and (staged_root / s / a).is_dir()})
+        if not students:
+            continue
+        failure = record(course, assignment, staged_root, students, progress)
+        if failure and len(students) > 1:
+            # find the submissions nbgrader chokes on without losing the others
+            failed = [s for s in students if record(course, assignment, staged_root, [s], progress)]
+        else:
+            failed = students if failure else []
+        for student in failed:
+            progress.log(f"nbgrader could not record {student}/{assignment}")
+            for r in results:
+                if (r.student, r.assignment) == (student, assignment) and r.status not in ("corrupt", "missing"):
+                    r.status, r.reason = "error", "nbgrader failed to record this submission's grades"
+    scores = read_scores(coursedir, [(r.student, r.assignment, r.notebook) for r in results])
+    for r in results:
+        r.score = float(scores.get((r.student, r.assignment, r.notebook)) or 0.0)
+    meta = {"course": str(course), "jobs": options.jobs, "sandbox": "bwrap" if use_bwrap else "none",
+            "limits": asdict(limits), "gradebook_backup": backup,
+            "partial": bool(options.students or options.assignments or options.shard),
+            "seconds": round(time.monotonic() - started, 2)}
+    write_outputs(course, results, meta)
+    bad = [r for r in results if r.status != "graded"]
+    progress.log(f"{len(results) - len(bad)} of {len(results)} notebooks graded"
+                 + (f"; {len(bad)} need attention (see grading-report.json)" if bad else ""))
+    return (3 if bad else 0), results
