@@ -19,10 +19,18 @@ import numpy as np
 import torch
 
 _Tensor = torch.Tensor
+_Parameter = torch.nn.Parameter
 _is_tensor = torch.is_tensor
 _isnan = torch.isnan
+_eq = torch.eq
+_gt = torch.gt
+_any = torch.any
+_all = torch.all
+_abs = torch.abs
 _float64 = torch.float64
 _isinstance = isinstance
+_type = type
+_EXACT_BUILTINS = (bool, int, float, str)
 
 __all__ = [
     "CheckFailed",
@@ -116,9 +124,8 @@ def call(fn: Callable, *args: Any, hints: Mapping[str, str] | None = None, **kwa
 def check_type(value: Any, expected_type: type | tuple, name: str = "result", hint: str | None = None) -> None:
     """``value`` must be an instance of ``expected_type`` (a Python bool is not accepted as an int)."""
     types = expected_type if _isinstance(expected_type, tuple) else (expected_type,)
-    ok = _isinstance(value, types)
-    if ok and _isinstance(value, bool) and bool not in types:
-        ok = False
+    # Built-in values must be exactly that type: a subclass could redefine == or float().
+    ok = any(_type(value) is t if t in _EXACT_BUILTINS else _isinstance(value, t) for t in types)
     if not ok:
         wanted = " or ".join(t.__name__ for t in types)
         if hint is None:
@@ -186,6 +193,9 @@ def check_tensor(
             elif _isinstance(actual, (int, float, list, tuple)):
                 hint = "a Python value, not a tensor: keep the result as a torch.Tensor."
         _fail(name, f"expected a torch.Tensor, got {describe(actual)}", hint)
+    if _type(actual) not in (_Tensor, _Parameter):
+        _fail(name, f"expected a plain torch.Tensor, got an instance of {_type(actual).__name__}",
+              "return an ordinary tensor (a Tensor subclass can change how it compares).")
     if tuple(actual.shape) != tuple(expected.shape):
         _fail(
             name,
@@ -203,15 +213,15 @@ def check_tensor(
     if a.numel() == 0:
         return
     nan_a, nan_e = _isnan(a), _isnan(e)
-    if not bool((nan_a == nan_e).all()):
-        _fail(name, f"has NaN where the expected result has {'none' if not bool(nan_e.any()) else 'numbers'}",
+    if not bool(_all(_eq(nan_a, nan_e))):
+        _fail(name, f"has NaN where the expected result has {'none' if not bool(_any(nan_e)) else 'numbers'}",
               hints.get("values"))
     a = a.masked_fill(nan_a, 0.0)
     e = e.masked_fill(nan_e, 0.0)
-    diff = (a - e).abs()
-    allowed = atol + rtol * e.abs()
-    bad = diff > allowed
-    if bool(bad.any()):
+    diff = _abs(a - e)
+    allowed = atol + rtol * _abs(e)
+    bad = _gt(diff, allowed)
+    if bool(_any(bad)):
         worst = int(diff.argmax())
         index = tuple(int(i) for i in np.unravel_index(worst, tuple(a.shape))) if a.dim() else ()
         _fail(
@@ -262,3 +272,52 @@ def check_no_autograd_history(t: torch.Tensor, name: str = "result", hint: str |
 def passed(what: str) -> None:
     """Print the line a test cell shows when all its checks passed."""
     print(f"All checks passed: {what}")
+
+
+def dataset_item(dataset: Any, index: int, name: str | None = None, size: int = 2,
+                 hints: Mapping[str, str] | None = None) -> tuple:
+    """``dataset[index]``, which must be a tuple (or list) of ``size`` parts, e.g. ``(input, label)``.
+
+    An exception raised by ``__getitem__`` becomes a failure naming the item (``hints`` as in
+    :func:`call`). Returns the item as a tuple. (Added for lesson 03.)
+    """
+    label = name or f"{type(dataset).__name__}[{index}]"
+    try:
+        item = dataset[index]
+    except NotImplementedError:
+        raise CheckFailed(
+            f"{label}: __getitem__ is not implemented yet: replace the `raise NotImplementedError()` line with your code."
+        ) from None
+    except CheckFailed:
+        raise
+    except Exception as exc:  # the student's error is the finding we report
+        text = f"{type(exc).__name__}: {exc}"
+        hint = next((h for pattern, h in (hints or {}).items() if re.search(pattern, text)), None)
+        _fail(label, f"raised {text}", hint)
+    if not _isinstance(item, (tuple, list)) or len(item) != size:
+        _fail(label, f"returned {describe(item)}; expected a tuple of {size} parts",
+              "__getitem__ should return one example as a tuple, e.g. `return image, label`.")
+    return tuple(item)
+
+
+def expect_raises(fn: Callable, exc_type: type[BaseException] | tuple, message: str, *args: Any,
+                  **kwargs: Any) -> BaseException:
+    """``fn(*args, **kwargs)`` must raise ``exc_type``; otherwise fail with ``message``.
+
+    A different exception fails too, naming what was raised instead. Returns the exception.
+    (Added for lesson 03.)
+    """
+    name = getattr(fn, "__name__", repr(fn))
+    wanted = exc_type.__name__ if _isinstance(exc_type, type) else " or ".join(t.__name__ for t in exc_type)
+    try:
+        fn(*args, **kwargs)
+    except exc_type as exc:
+        return exc
+    except NotImplementedError:
+        raise CheckFailed(
+            f"{name} is not implemented yet: replace the `raise NotImplementedError()` line with your code."
+        ) from None
+    except Exception as exc:  # a wrong exception type is itself the finding
+        _fail(f"{name}({_argument_summary(args, kwargs)})",
+              f"raised {type(exc).__name__}: {exc}, expected {wanted}", message)
+    _fail(f"{name}({_argument_summary(args, kwargs)})", f"returned without raising {wanted}", message)

@@ -1,0 +1,349 @@
+"""The grading command against a synthetic class: honest students, attacks, crashes, bad files.
+
+Lesson 01 has five 2-point exercises. Each synthetic student starts from the correct
+answers and changes one thing; the table says which status and per-exercise scores the
+change must produce. Honest students' grades must not move whatever the others do.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+import coursekit as kit
+from autograder import course
+from autograder.grading import sandbox
+
+LESSON = "01_tensors_and_views"
+EXERCISES = ["shares_storage", "flatten_features", "independent_copy", "to_class_labels", "linear_forward"]
+FULL = {name: 2.0 for name in EXERCISES}
+
+WRONG_FLATTEN = "def flatten_features(x):\n    return x.view(x.shape[0], -1)\n"
+WRONG_LINEAR = "def linear_forward(x, weight, bias):\n    return x @ weight + bias\n"
+WRONG_LABELS = "def to_class_labels(arr):\n    return torch.from_numpy(arr)\n"
+WRONG_SHARES = "def shares_storage(a, b):\n    return a.data_ptr() == b.data_ptr()\n"
+
+
+def answers(**overrides):
+    return overrides
+
+
+# student -> (answer overrides, notebook surgery or None, expected status, expected scores)
+CASES = {
+    "honest-solution": (answers(), None, "graded", FULL),
+    "honest-untouched": (None, None, "graded", {n: 0.0 for n in EXERCISES}),
+    "patch-torch-top-level": (answers(flatten_features=(
+        "import torch\n"
+        "torch.equal = lambda *a, **k: True\n"
+        "torch.allclose = lambda *a, **k: True\n"
+        "torch.Tensor.__eq__ = lambda self, other: torch.ones((), dtype=torch.bool)\n"
+        "checks.check_tensor = lambda *a, **k: None\n" + WRONG_FLATTEN)),
+        None, "graded", dict(FULL, flatten_features=0.0)),
+    "patch-helpers-at-call-time": (answers(
+        shares_storage=(
+            "def shares_storage(a, b):\n"
+            "    import sys, torch\n"
+            "    helpers = sys.modules['autograder.checks']\n"
+            "    for name in ('check_tensor', 'check_type', 'expect', 'check_own_storage',\n"
+            "                 'check_no_autograd_history', 'check_shares_storage'):\n"
+            "        setattr(helpers, name, lambda *a, **k: None)\n"
+            "    torch.allclose = lambda *a, **k: True\n"
+            "    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()\n"),
+        flatten_features=WRONG_FLATTEN, linear_forward=WRONG_LINEAR),
+        None, "graded", dict(FULL, flatten_features=0.0, linear_forward=0.0)),
+    "always-equal-object": (answers(shares_storage=(
+        "class Yes:\n"
+        "    def __eq__(self, other):\n        return True\n"
+        "    def __bool__(self):\n        return True\n"
+        "def shares_storage(a, b):\n    return Yes()\n")),
+        None, "graded", dict(FULL, shares_storage=0.0)),
+    "silence-tracebacks": (answers(shares_storage=(
+        "def shares_storage(a, b):\n"
+        "    import sys\n"
+        "    ip = get_ipython()\n"
+        "    ip.showtraceback = lambda *a, **k: None\n"
+        "    sys.excepthook = lambda *a: None\n"
+        "    return a.data_ptr() == b.data_ptr()\n"), to_class_labels=WRONG_LABELS),
+        None, "graded", dict(FULL, shares_storage=0.0, to_class_labels=0.0)),
+    "blank-later-cells": (answers(shares_storage=(
+        "def shares_storage(a, b):\n"
+        "    ip = get_ipython()\n"
+        "    if not getattr(ip, '_blanked', False):\n"
+        "        ip._blanked = True\n"
+        "        ip.input_transformers_cleanup.append(lambda lines: ['pass\\n'])\n"
+        "    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()\n"),
+        flatten_features=WRONG_FLATTEN, linear_forward=WRONG_LINEAR, to_class_labels=WRONG_LABELS),
+        # the demo cell after the answer already calls shares_storage, so every test cell is blanked:
+        # the seals never arrive and no test counts
+        None, "tampered", {n: 0.0 for n in EXERCISES}),
+    "transformer-top-level": (answers(flatten_features=(
+        "get_ipython().input_transformers_post.append(lambda lines: ['pass\\n'])\n" + WRONG_FLATTEN)),
+        None, "graded", dict(FULL, flatten_features=0.0)),
+    "delete-test-cell": (answers(), "delete:test_shares_storage", "tampered", dict(FULL, shares_storage=0.0)),
+    "edit-test-cell": (answers(flatten_features=WRONG_FLATTEN), "edit:test_flatten_features", "tampered",
+                       dict(FULL, flatten_features=0.0)),
+    "duplicate-grade-id": (answers(linear_forward=WRONG_LINEAR), "duplicate:test_linear_forward", "tampered",
+                           dict(FULL, linear_forward=0.0)),
+    "rename-grade-id": (answers(to_class_labels=WRONG_LABELS), "rename:test_to_class_labels", "tampered",
+                        dict(FULL, to_class_labels=0.0)),
+    "infinite-loop": (answers(linear_forward="def linear_forward(x, weight, bias):\n    while True:\n        pass\n"),
+                      None, "timeout", dict(FULL, linear_forward=0.0)),
+    "ignores-sigint": (answers(linear_forward=(
+        "def linear_forward(x, weight, bias):\n    import signal\n"
+        "    signal.signal(signal.SIGINT, signal.SIG_IGN)\n    while True:\n        pass\n")),
+        None, "timeout", dict(FULL, linear_forward=0.0)),
+    "os-exit": (answers(linear_forward="def linear_forward(x, weight, bias):\n    import os\n    os._exit(1)\n"),
+                None, "kernel-died", dict(FULL, linear_forward=0.0)),
+    "memory-hog": (answers(linear_forward=(
+        "def linear_forward(x, weight, bias):\n    hog = []\n"
+        "    while True:\n        hog.append(bytearray(50 * 2**20))\n")),
+        None, "memory-limit", dict(FULL, linear_forward=0.0)),
+    "output-flood": (answers(linear_forward=(
+        "def linear_forward(x, weight, bias):\n    for _ in range(10**6):\n        print('x' * 10000)\n")),
+        None, "error", dict(FULL, linear_forward=0.0)),
+    "corrupt-json": (answers(), "corrupt", "corrupt", {n: 0.0 for n in EXERCISES}),
+    "renamed-notebook": (answers(), "rename-file", "missing", {n: 0.0 for n in EXERCISES}),
+    "empty-folder": (answers(), "empty", "missing", {n: 0.0 for n in EXERCISES}),
+}
+
+
+def spy_answer(course_root: Path, port: int) -> str:
+    """shares_storage that is right only if it can read the gradebook, another student's work, or the network."""
+    return (
+        "def shares_storage(a, b):\n"
+        "    import socket\n"
+        "    leaks = 0\n"
+        f"    for path in [{str(course_root / 'gradebook.db')!r}, {str(course_root / 'solutions')!r},\n"
+        f"                 {str(course_root / 'submitted' / 'honest-solution')!r}]:\n"
+        "        try:\n"
+        "            open(path, 'rb').close() if not path.endswith(('solutions', 'honest-solution')) else __import__('os').listdir(path)\n"
+        "            leaks += 1\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "    try:\n"
+        f"        socket.create_connection(('127.0.0.1', {port}), timeout=2).close()\n"
+        "        leaks += 1\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "    if leaks:\n"
+        "        return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()\n"
+        "    return False\n"
+    )
+
+
+def build_submission(release_nb, solution_nb, overrides, surgery):
+    nb = nbformat.from_dict(release_nb) if overrides is None else kit.fill_answers(release_nb, solution_nb, overrides)
+    if surgery and ":" in surgery:
+        action, grade_id = surgery.split(":", 1)
+        index = next(i for i, c in enumerate(nb.cells) if kit.nbgrader_meta(c).get("grade_id") == grade_id)
+        cell = nb.cells[index]
+        if action == "delete":
+            del nb.cells[index]
+        elif action == "edit":
+            cell.source = '"""edited"""\npass\n'
+        elif action == "duplicate":
+            fake = nbformat.from_dict(cell)
+            fake.source = "pass\n"
+            fake["id"] = "fake-copy"
+            nb.cells.insert(index, fake)
+        elif action == "rename":
+            cell.metadata.nbgrader["grade_id"] = grade_id + "_renamed"
+            cell.source = "pass\n"
+    return nb
+
+
+def run_grade(root: Path, *extra: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "autograder", "grade", "--course", str(root), "--jobs", "2",
+           "--timeout-s", "60", "--cell-timeout-s", "8", "--memory-mb", "1500", "--output-mb", "1", *extra]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def listener():
+    """A TCP server on loopback that a sandboxed submission must not reach."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    hits = []
+
+    def accept():
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            hits.append(1)
+            conn.close()
+
+    threading.Thread(target=accept, daemon=True).start()
+    yield server.getsockname()[1], hits
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def graded_class(tmp_path_factory, listener):
+    port, _ = listener
+    root = kit.make_scratch_course(tmp_path_factory.mktemp("class"), [LESSON])
+    release_nb = kit.release_notebook(root, LESSON)
+    solution_nb = nbformat.read(course.solution_path(LESSON), as_version=4)
+    cases = dict(CASES)
+    cases["spy"] = (answers(shares_storage=spy_answer(root, port)), None, "graded", dict(FULL, shares_storage=0.0))
+    for student, (overrides, surgery, _, _) in cases.items():
+        folder = root / "submitted" / student / LESSON
+        folder.mkdir(parents=True)
+        if surgery == "empty":
+            continue
+        if surgery == "corrupt":
+            (folder / f"{LESSON}.ipynb").write_text('{"cells": [ {"cell_type": "code", ')
+            continue
+        nb = build_submission(release_nb, solution_nb, overrides, surgery)
+        name = "my_work.ipynb" if surgery == "rename-file" else f"{LESSON}.ipynb"
+        nbformat.write(nb, folder / name)
+    proc = run_grade(root)
+    report = json.loads((root / "grading-report.json").read_text())
+    return root, cases, proc, report
+
+
+def scores_by_exercise(root: Path) -> dict[str, dict[str, float]]:
+    return kit.scores(root, LESSON)
+
+
+def test_exit_code_and_summary(graded_class):
+    root, _, proc, _ = graded_class
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "need attention" in proc.stderr
+
+
+def test_every_submission_gets_its_status(graded_class):
+    root, cases, proc, report = graded_class
+    statuses = {s["student"]: (s["status"], s["reason"]) for s in report["submissions"]}
+    assert set(statuses) == set(cases), proc.stderr
+    wrong = {student: statuses[student] for student, case in cases.items() if statuses[student][0] != case[2]}
+    assert not wrong, f"unexpected statuses: {wrong}\n{proc.stderr}"
+    for student, (status, reason) in statuses.items():
+        assert status in ("graded", "timeout", "kernel-died", "memory-limit", "corrupt", "missing", "tampered", "error")
+        if status != "graded":
+            assert reason, f"{student}: status {status} without a reason"
+    assert "my_work.ipynb" in statuses["renamed-notebook"][1]
+    assert "not valid JSON" in statuses["corrupt-json"][1]
+
+
+def test_scores_are_what_the_answers_deserve(graded_class):
+    root, cases, proc, _ = graded_class
+    recorded = scores_by_exercise(root)
+    for student, (_, _, _, expected) in cases.items():
+        if student in ("corrupt-json", "renamed-notebook", "empty-folder"):
+            assert student not in recorded or all(v == 0 for v in recorded[student].values())
+            continue
+        assert recorded[student] == expected, f"{student}: {recorded[student]} != {expected}\n{proc.stderr}"
+
+
+def test_grades_csv(graded_class):
+    root, cases, _, _ = graded_class
+    with open(root / "grades.csv", newline="") as handle:
+        rows = {r["student_id"]: r for r in csv.DictReader(handle)}
+    assert set(rows) == set(cases)
+    for student, (_, _, status, expected) in cases.items():
+        row = rows[student]
+        assert row["assignment"] == LESSON and row["status"] == status
+        assert float(row["max_score"]) == 10.0, "a deleted or missing cell must not change the maximum"
+        assert float(row["score"]) == sum(expected.values()), student
+
+
+def test_feedback_shows_messages_not_hidden_tests(graded_class):
+    root, _, _, _ = graded_class
+    source = nbformat.read(course.solution_path(LESSON), as_version=4)
+    hidden_lines = set()
+    for entry in kit.exercises(source).values():
+        hidden = entry["test"].source.split("### BEGIN HIDDEN TESTS")[1].split("### END HIDDEN TESTS")[0]
+        visible = entry["test"].source.split("### BEGIN HIDDEN TESTS")[0]
+        hidden_lines |= {l.strip() for l in hidden.splitlines() if len(l.strip()) > 15 and l.strip() not in visible}
+    html = (root / "feedback" / "patch-helpers-at-call-time" / LESSON / f"{LESSON}.html").read_text()
+    import html as htmllib
+    import re
+    text = htmllib.unescape(re.sub(r"<[^>]+>", "", html))
+    assert "CheckFailed" in text and "test_flatten_features" in html
+    assert "view needs compatible strides" in text.replace("`", "")
+    leaked = [line for line in hidden_lines if line in text]
+    assert not leaked, f"hidden test code in the feedback: {leaked[:3]}"
+
+
+@pytest.mark.skipif(not sandbox.sandbox_available(), reason="bubblewrap cannot create namespaces on this host")
+def test_sandbox_hides_course_and_network(graded_class, listener):
+    root, _, _, report = graded_class
+    _, hits = listener
+    spy = next(s for s in report["submissions"] if s["student"] == "spy")
+    assert spy["score"] == 8.0, "the spy read course files or reached the network"
+    assert not hits, "a submission connected to a loopback server"
+    assert report["sandbox"] == "bwrap"
+
+
+def test_gradebook_backed_up(graded_class):
+    root, _, _, report = graded_class
+    assert report["gradebook_backup"] and Path(report["gradebook_backup"]).is_file()
+
+
+def test_regrade_is_repeatable_and_keeps_manual_grades(graded_class):
+    root, _, _, _ = graded_class
+    from nbgrader.api import Gradebook
+
+    subset = ["--student", "honest-solution", "--student", "honest-untouched", "--student", "edit-test-cell"]
+    first = run_grade(root, *subset)
+    assert first.returncode == 3
+    before = (root / "grades.csv").read_text()
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        grade = gb.find_grade("test_shares_storage", LESSON, LESSON, "honest-untouched")
+        grade.manual_score = 1.5
+        gb.db.commit()
+    second = run_grade(root, *subset)
+    assert second.returncode == 3
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        assert gb.find_grade("test_shares_storage", LESSON, LESSON, "honest-untouched").score == 1.5
+        gb.find_grade("test_shares_storage", LESSON, LESSON, "honest-untouched").manual_score = None
+        gb.db.commit()
+    third = run_grade(root, *subset)
+    assert (root / "grades.csv").read_text() == before
+
+
+def test_killed_run_can_be_rerun(graded_class):
+    root, _, _, _ = graded_class
+    cmd = [sys.executable, "-m", "autograder", "grade", "--course", str(root), "--jobs", "2",
+           "--student", "honest-solution", "--student", "patch-torch-top-level"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    time.sleep(4)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    again = run_grade(root, "--student", "honest-solution", "--student", "patch-torch-top-level")
+    assert again.returncode == 0, again.stderr
+    recorded = scores_by_exercise(root)
+    assert recorded["honest-solution"] == FULL
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--assignment", "99_nope"], "unknown assignment"),
+    (["--student", "nobody-here"], "no submissions folder for student"),
+    (["--jobs", "0"], "--jobs must be"),
+    (["--shard", "3/2"], "--shard"),
+])
+def test_bad_arguments_exit_2(graded_class, args, message):
+    root, _, _, _ = graded_class
+    proc = subprocess.run([sys.executable, "-m", "autograder", "grade", "--course", str(root), *args],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+
+
+def test_missing_course_exits_2(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "autograder", "grade", "--course", str(tmp_path / "none")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "does not exist" in proc.stderr
