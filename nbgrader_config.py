@@ -7,6 +7,8 @@ import os
 c = get_config()  # noqa: F821 (provided by traitlets when nbgrader loads this file)
 
 c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
+# The exchange and a server gradebook (PostgreSQL enforces the course foreign key) need an id.
+c.CourseDirectory.course_id = "pytorch-essentials"
 c.CourseDirectory.source_directory = "solutions"
 c.CourseDirectory.release_directory = "notebooks"
 

@@ -84,7 +84,7 @@ def course_layout(coursedir) -> dict[str, dict]:
     from nbgrader.api import Gradebook
 
     layout = {}
-    with Gradebook(coursedir.db_url) as gb:
+    with Gradebook(coursedir.db_url, coursedir.course_id) as gb:
         for assignment in gb.assignments:
             layout[assignment.name] = {"notebooks": {nb.name: nb.max_score for nb in assignment.notebooks}}
     return layout
@@ -205,7 +205,7 @@ def read_scores(coursedir, pairs: list[tuple[str, str, str]]) -> dict[tuple[str,
     from nbgrader.api import Gradebook, MissingEntry
 
     scores = {}
-    with Gradebook(coursedir.db_url) as gb:
+    with Gradebook(coursedir.db_url, coursedir.course_id) as gb:
         for student, assignment, notebook in pairs:
             try:
                 scores[(student, assignment, notebook)] = gb.find_submission_notebook(
