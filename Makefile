@@ -11,7 +11,7 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 PYTEST_ARGS ?=
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: lab test release venv clean
+.PHONY: lab test release grade bench bench-grading venv clean
 
 venv: $(STAMP)
 
@@ -33,6 +33,19 @@ test: $(STAMP)
 ## Re-execute the solutions in place, then regenerate notebooks/ from them.
 release: $(STAMP)
 	$(PY) -m autograder release
+
+## Grade a class: make grade COURSE=/path/to/course GRADE_ARGS='--jobs 4 --assignment 01_tensors_and_views'
+COURSE ?= .
+GRADE_ARGS ?=
+grade: $(STAMP)
+	$(PY) -m autograder grade --course $(COURSE) $(GRADE_ARGS)
+
+## Benchmarks (they print figures; nothing asserts a timing)
+bench: $(STAMP)
+	$(PY) bench/bench_lessons.py
+
+bench-grading: $(STAMP)
+	$(PY) bench/bench_grading.py $(BENCH_ARGS)
 
 clean:
 	rm -rf .pytest_cache gradebook.db

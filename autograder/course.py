@@ -13,6 +13,12 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 LESSON_ID = re.compile(r"^\d\d_[a-z0-9_]+$")
 EXECUTION_TIMEOUT_S = 600
 
+# nbgrader shells out to `alembic` (and the tools to `jupyter`): make this environment's
+# scripts reachable even when the venv was not activated (`.venv/bin/python -m ...`).
+_SCRIPTS = str(Path(sys.executable).parent)
+if _SCRIPTS not in os.environ.get("PATH", "").split(os.pathsep):
+    os.environ["PATH"] = _SCRIPTS + os.pathsep + os.environ.get("PATH", "")
+
 
 def data_dir() -> Path:
     """The shipped data folder (``$PTE_DATA_DIR`` overrides it, e.g. for a grading sandbox)."""

@@ -1,8 +1,2 @@
-"""Make the venv's scripts (nbgrader calls `alembic`, `jupyter`) reachable even without `make`."""
-import os
-import sys
-from pathlib import Path
-
-_bin = str(Path(sys.executable).parent)
-if _bin not in os.environ.get("PATH", "").split(os.pathsep):
-    os.environ["PATH"] = _bin + os.pathsep + os.environ.get("PATH", "")
+"""Importing autograder.course puts the venv's scripts (nbgrader calls `alembic`) on PATH."""
+import autograder.course  # noqa: F401

@@ -316,12 +316,30 @@ def grade(options: Options) -> tuple[int, list[NotebookResult]]:
              "release": str(Path(coursedir.format_path(coursedir.release_directory, ".", ".")).resolve())}
     started = time.monotonic()
     results: list[NotebookResult] = []
+    remaining: dict[str, int] = {}
+    for _, assignment in tasks:
+        remaining[assignment] = remaining.get(assignment, 0) + 1
+
+    def record_assignment(assignment: str) -> list[str]:
+        """Phase 2 for one assignment; returns the students nbgrader could not record."""
+        students = sorted({s for s, a in tasks if a == assignment and (staged_root / s / a).is_dir()})
+        if not students or not record(course, assignment, staged_root, students, progress):
+            return []
+        if len(students) == 1:
+            return students
+        # find the submissions nbgrader chokes on without losing the others
+        return [s for s in students if record(course, assignment, staged_root, [s], progress)]
+
     context = multiprocessing.get_context("forkserver")
-    with futures.ProcessPoolExecutor(max_workers=options.jobs, mp_context=context) as pool:
+    recordings: dict[str, futures.Future] = {}
+    # Phase 2 of a finished assignment (one writer to the gradebook at a time) overlaps
+    # with phase 1 of the next one.
+    with futures.ThreadPoolExecutor(max_workers=1) as recorder, \
+            futures.ProcessPoolExecutor(max_workers=options.jobs, mp_context=context) as pool:
         pending = {
             pool.submit(grade_submission, str(course), paths, student, assignment, layout[assignment]["notebooks"],
                         limits, str(staged_root), str(scratch_root)): (student, assignment)
-            for student, assignment in tasks
+            for student, assignment in sorted(tasks, key=lambda t: (t[1], t[0]))
         }
         for done in futures.as_completed(pending):
             student, assignment = pending[done]
@@ -334,23 +352,16 @@ def grade(options: Options) -> tuple[int, list[NotebookResult]]:
             for item in items:
                 results.append(item)
                 progress.update(item)
+            remaining[assignment] -= 1
+            if remaining[assignment] == 0:
+                recordings[assignment] = recorder.submit(record_assignment, assignment)
+        failed = {(student, assignment) for assignment, job in recordings.items() for student in job.result()}
     shutil.rmtree(scratch_root, ignore_errors=True)
-
-    for assignment in sorted({a for _, a in tasks}):
-        students = sorted({s for s, a in tasks if a == assignment and (staged_root / s / a).is_dir()})
-        if not students:
-            continue
-        failure = record(course, assignment, staged_root, students, progress)
-        if failure and len(students) > 1:
-            # find the submissions nbgrader chokes on without losing the others
-            failed = [s for s in students if record(course, assignment, staged_root, [s], progress)]
-        else:
-            failed = students if failure else []
-        for student in failed:
-            progress.log(f"nbgrader could not record {student}/{assignment}")
-            for r in results:
-                if (r.student, r.assignment) == (student, assignment) and r.status not in ("corrupt", "missing"):
-                    r.status, r.reason = "error", "nbgrader failed to record this submission's grades"
+    for student, assignment in sorted(failed):
+        progress.log(f"nbgrader could not record {student}/{assignment}")
+        for r in results:
+            if (r.student, r.assignment) == (student, assignment) and r.status not in ("corrupt", "missing"):
+                r.status, r.reason = "error", "nbgrader failed to record this submission's grades"
     scores = read_scores(coursedir, [(r.student, r.assignment, r.notebook) for r in results])
     for r in results:
         r.score = float(scores.get((r.student, r.assignment, r.notebook)) or 0.0)

@@ -1,0 +1,86 @@
+"""Grade one synthetic class twice: plain serial `nbgrader autograde`, then `python -m autograder grade`.
+
+    python bench/bench_grading.py [--students 20] [--jobs 2] [--lessons ID ...]   (make bench-grading)
+
+Half the students submit the solutions, half the untouched release. Prints both wall
+times, their ratio, and the per-notebook overhead of the grading command: its time per
+notebook at --jobs 1 minus the time to simply execute that notebook with nbclient.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+import coursekit as kit  # noqa: E402
+from autograder import course  # noqa: E402
+from bench_lessons import notebook_seconds  # noqa: E402
+
+
+def build_class(root: Path, lessons: list[str], students: int) -> Path:
+    kit.make_scratch_course(root, lessons)
+    for lesson in lessons:
+        release_nb = kit.release_notebook(root, lesson)
+        solution_nb = nbformat.read(course.solution_path(lesson), as_version=4)
+        for i in range(students):
+            nb = kit.fill_answers(release_nb, solution_nb) if i % 2 == 0 else release_nb
+            kit.submit(root, f"student{i:03d}", lesson, nb)
+    return root
+
+
+def timed(cmd: list[str], cwd: Path) -> float:
+    start = time.perf_counter()
+    subprocess.run(cmd, cwd=cwd, check=False, capture_output=True)
+    return time.perf_counter() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--students", type=int, default=20)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--lessons", nargs="*", default=None)
+    args = parser.parse_args()
+    lessons = args.lessons or course.lessons()
+    work = Path(tempfile.mkdtemp(prefix="pte-bench-"))
+    try:
+        serial_root = build_class(work / "serial", lessons, args.students)
+        ours_root = work / "ours"
+        shutil.copytree(serial_root, ours_root)
+        solo_root = work / "solo"
+        shutil.copytree(serial_root, solo_root)
+        notebooks = len(lessons) * args.students
+        print(f"class: {args.students} students x {len(lessons)} lessons = {notebooks} notebooks", flush=True)
+
+        serial = sum(timed(course.nbgrader_cmd("autograde", lesson, "--force", "--log-level=ERROR"), serial_root)
+                     for lesson in lessons)
+        print(f"nbgrader autograde, serial:          {serial:8.1f} s", flush=True)
+        ours = timed([sys.executable, "-m", "autograder", "grade", "--course", str(ours_root),
+                      "--jobs", str(args.jobs)], ours_root)
+        print(f"autograder grade --jobs {args.jobs}:            {ours:8.1f} s   speed-up {serial / ours:.2f}x", flush=True)
+
+        solo = timed([sys.executable, "-m", "autograder", "grade", "--course", str(solo_root), "--jobs", "1"], solo_root)
+        plain = {lesson: notebook_seconds(course.solution_path(lesson)) for lesson in lessons}
+        plain_total = sum(plain.values()) * args.students
+        report = json.loads((solo_root / "grading-report.json").read_text())
+        statuses = {s["status"] for s in report["submissions"]}
+        print(f"autograder grade --jobs 1:            {solo:8.1f} s   (statuses: {', '.join(sorted(statuses))})")
+        print(f"plain nbclient execution, all notebooks: {plain_total:6.1f} s   "
+              f"({', '.join(f'{k} {v:.1f} s' for k, v in plain.items())})")
+        print(f"overhead per notebook (jobs 1 - plain):  {(solo - plain_total) / notebooks:6.2f} s")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
