@@ -105,20 +105,21 @@ def call(fn: Callable, *args: Any, hints: Mapping[str, str] | None = None, **kwa
     name = getattr(fn, "__name__", repr(fn))
     try:
         return fn(*args, **kwargs)
-    except NotImplementedError:
-        raise CheckFailed(
-            f"{name} is not implemented yet: replace the `raise NotImplementedError()` line with your code."
-        ) from None
     except CheckFailed:
         raise
     except Exception as exc:  # the student's error is the finding we report
-        text = f"{type(exc).__name__}: {exc}"
-        hint = None
-        for pattern, candidate in (hints or {}).items():
-            if re.search(pattern, text):
-                hint = candidate
-                break
-        _fail(f"{name}({_argument_summary(args, kwargs)})", f"raised {text}", hint)
+        _explain_exception(exc, name, f"{name}({_argument_summary(args, kwargs)})", hints)
+
+
+def _explain_exception(exc: Exception, what: str, label: str, hints: Mapping[str, str] | None) -> None:
+    """Fail for an exception raised by student code: a stub left in place, or an error with a hint."""
+    if _isinstance(exc, NotImplementedError):
+        raise CheckFailed(
+            f"{what} is not implemented yet: replace the `raise NotImplementedError()` line with your code."
+        ) from None
+    text = f"{type(exc).__name__}: {exc}"
+    hint = next((h for pattern, h in (hints or {}).items() if re.search(pattern, text)), None)
+    _fail(label, f"raised {text}", hint)
 
 
 def check_type(value: Any, expected_type: type | tuple, name: str = "result", hint: str | None = None) -> None:
@@ -284,16 +285,10 @@ def dataset_item(dataset: Any, index: int, name: str | None = None, size: int = 
     label = name or f"{type(dataset).__name__}[{index}]"
     try:
         item = dataset[index]
-    except NotImplementedError:
-        raise CheckFailed(
-            f"{label}: __getitem__ is not implemented yet: replace the `raise NotImplementedError()` line with your code."
-        ) from None
     except CheckFailed:
         raise
     except Exception as exc:  # the student's error is the finding we report
-        text = f"{type(exc).__name__}: {exc}"
-        hint = next((h for pattern, h in (hints or {}).items() if re.search(pattern, text)), None)
-        _fail(label, f"raised {text}", hint)
+        _explain_exception(exc, f"{label}: __getitem__", label, hints)
     if not _isinstance(item, (tuple, list)) or len(item) != size:
         _fail(label, f"returned {describe(item)}; expected a tuple of {size} parts",
               "__getitem__ should return one example as a tuple, e.g. `return image, label`.")
@@ -313,11 +308,9 @@ def expect_raises(fn: Callable, exc_type: type[BaseException] | tuple, message: 
         fn(*args, **kwargs)
     except exc_type as exc:
         return exc
-    except NotImplementedError:
-        raise CheckFailed(
-            f"{name} is not implemented yet: replace the `raise NotImplementedError()` line with your code."
-        ) from None
     except Exception as exc:  # a wrong exception type is itself the finding
+        if _isinstance(exc, NotImplementedError):
+            _explain_exception(exc, name, name, None)
         _fail(f"{name}({_argument_summary(args, kwargs)})",
               f"raised {type(exc).__name__}: {exc}, expected {wanted}", message)
     _fail(f"{name}({_argument_summary(args, kwargs)})", f"returned without raising {wanted}", message)

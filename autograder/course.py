@@ -53,8 +53,11 @@ def execute_in_place(path: Path, timeout: int = EXECUTION_TIMEOUT_S) -> None:
     from nbclient import NotebookClient
 
     nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:  # timestamps would churn every diff and reach the student release
+        cell.metadata.pop("execution", None)
     client = NotebookClient(
-        nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+        nb, timeout=timeout, kernel_name="python3", record_timing=False,
+        resources={"metadata": {"path": str(path.parent)}},
     )
     client.execute()
     nbformat.write(nb, path)

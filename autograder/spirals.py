@@ -67,12 +67,14 @@ def graph_size(t: torch.Tensor) -> int:
     """How many autograd nodes ``t`` keeps alive through its ``grad_fn`` (0 for a tensor without history)."""
     if not torch.is_tensor(t) or t.grad_fn is None:
         return 0
-    seen, stack = set(), [t.grad_fn]
+    # Keep every visited node referenced: an id() is only unique while its object lives.
+    seen: dict[int, object] = {}
+    stack = [t.grad_fn]
     while stack:
         node = stack.pop()
         if node is None or id(node) in seen:
             continue
-        seen.add(id(node))
+        seen[id(node)] = node
         stack.extend(child for child, _ in node.next_functions)
     return len(seen)
 

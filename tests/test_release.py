@@ -69,3 +69,11 @@ def test_release_leaks_no_solution_or_hidden_test(lesson):
                 assert line.strip() not in released_test, f"{lesson}/test_{name}: hidden line leaked: {line.strip()}"
         signature = next(l for l in entry["solution"].source.splitlines() if l.startswith(("def ", "class ")))
         assert signature in stub, f"{lesson}/{name}: the stub must keep the signature"
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_no_execution_timestamps(lesson):
+    """Stored notebooks carry no per-run timing metadata (it would change on every release)."""
+    for folder in ("solutions", "notebooks"):
+        nb = nbformat.read(kit.REPO / folder / lesson / f"{lesson}.ipynb", as_version=4)
+        assert not any("execution" in c.get("metadata", {}) for c in nb.cells), f"{folder}/{lesson}"
