@@ -57,6 +57,12 @@ def read_submission(path: Path) -> nbformat.NotebookNode:
         raise SubmissionError("corrupt", f"{path.name} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
     if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
         raise SubmissionError("corrupt", f"{path.name} is JSON but not a notebook (no list of cells)")
+    if data.get("nbformat") != 4:
+        raise SubmissionError("corrupt", f"{path.name} is not a version 4 notebook (nbformat={data.get('nbformat')!r})")
+    for cell in data["cells"]:
+        source = cell.get("source") if isinstance(cell, dict) else None
+        if not (isinstance(source, str) or (isinstance(source, list) and all(isinstance(x, str) for x in source))):
+            raise SubmissionError("corrupt", f"{path.name} is not a readable notebook (a cell has no text source)")
     try:
         nb = nbformat.reads(raw, as_version=4)
     except Exception as exc:  # nbformat raises several types for malformed notebooks
