@@ -6,7 +6,9 @@ every pitfall listed in tests/pitfalls/<lesson>.py loses exactly its exercise's 
 from __future__ import annotations
 
 import csv
+import os
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 
 import nbformat
 import pytest
@@ -30,10 +32,13 @@ def pitfall_student(lesson: str, exercise: str, description: str) -> str:
 
 @pytest.fixture(scope="session")
 def graded(tmp_path_factory):
-    """Build, submit and autograde every case once; return (course root, scores per lesson)."""
-    root = kit.make_scratch_course(tmp_path_factory.mktemp("course"), LESSONS)
-    results, logs = {}, {}
-    for lesson in LESSONS:
+    """Build, submit and autograde every case once; return (course root per lesson, scores per lesson).
+
+    Each lesson gets its own scratch course (and gradebook), so the lessons are graded
+    by parallel `nbgrader autograde` processes, one per core.
+    """
+    def run_lesson(lesson):
+        root = kit.make_scratch_course(tmp_path_factory.mktemp(f"course-{lesson}"), [lesson])
         release_nb = kit.release_notebook(root, lesson)
         solution_nb = nbformat.read(course.solution_path(lesson), as_version=4)
         kit.submit(root, "solution", lesson, kit.fill_answers(release_nb, solution_nb))
@@ -43,10 +48,12 @@ def graded(tmp_path_factory):
                 nb = kit.fill_answers(release_nb, solution_nb, {exercise: answer.strip("\n")})
                 kit.submit(root, pitfall_student(lesson, exercise, description), lesson, nb)
         proc = kit.autograde(root, lesson)
-        logs[lesson] = proc.stdout + proc.stderr
-        assert proc.returncode == 0, f"nbgrader autograde {lesson} failed:\n{logs[lesson]}"
-        results[lesson] = kit.scores(root, lesson)
-    return root, results
+        assert proc.returncode == 0, f"nbgrader autograde {lesson} failed:\n{proc.stdout}{proc.stderr}"
+        return root, kit.scores(root, lesson)
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        done = dict(zip(LESSONS, pool.map(run_lesson, LESSONS)))
+    return {lesson: root for lesson, (root, _) in done.items()}, {lesson: sc for lesson, (_, sc) in done.items()}
 
 
 def max_points(lesson: str) -> dict[str, float]:
@@ -80,7 +87,8 @@ def test_pitfall_loses_exactly_its_exercise(graded, lesson, exercise, descriptio
 @pytest.mark.parametrize("lesson,exercise,description", PITFALL_CASES)
 def test_pitfall_failure_explains_itself(graded, lesson, exercise, description):
     """The failing test cell reports a CheckFailed with a reason, not a bare AssertionError."""
-    root, _ = graded
+    roots, _ = graded
+    root = roots[lesson]
     student = pitfall_student(lesson, exercise, description)
     nb = nbformat.read(root / "autograded" / student / lesson / f"{lesson}.ipynb", as_version=4)
     text = kit.output_text(nb, f"test_{exercise}")
@@ -89,8 +97,9 @@ def test_pitfall_failure_explains_itself(graded, lesson, exercise, description):
 
 def test_feedback_and_export(graded):
     """The instructor's next steps work on the graded class: feedback HTML and a grades CSV."""
-    root, _ = graded
+    roots, _ = graded
     lesson = LESSONS[0]
+    root = roots[lesson]
     subprocess.run(course.nbgrader_cmd("generate_feedback", lesson, "--student", "solution", "--force",
                                        "--log-level=ERROR"), cwd=root, check=True)
     html = (root / "feedback" / "solution" / lesson / f"{lesson}.html").read_text()
