@@ -191,14 +191,29 @@ def listener():
     server.close()
 
 
+def ensure_bubblewrap() -> bool:
+    """Install Debian's bubblewrap when it is missing and we may (root, apt-get); report if it works."""
+    if not shutil.which("bwrap") and os.geteuid() == 0 and shutil.which("apt-get"):
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        subprocess.run(["apt-get", "install", "-y", "-qq", "bubblewrap"], env=env, capture_output=True, timeout=600)
+        if not shutil.which("bwrap"):
+            subprocess.run(["apt-get", "update", "-qq"], env=env, capture_output=True, timeout=600)
+            subprocess.run(["apt-get", "install", "-y", "-qq", "bubblewrap"], env=env, capture_output=True, timeout=600)
+    sandbox.sandbox_available.cache_clear()
+    return sandbox.sandbox_available()
+
+
 @pytest.fixture(scope="module")
 def graded_class(tmp_path_factory, listener):
     port, _ = listener
+    sandboxed = ensure_bubblewrap()
     root = kit.make_scratch_course(tmp_path_factory.mktemp("class"), [LESSON])
     release_nb = kit.release_notebook(root, LESSON)
     solution_nb = nbformat.read(course.solution_path(LESSON), as_version=4)
     cases = dict(CASES)
-    cases["spy"] = (answers(shares_storage=spy_answer(root, port)), None, "graded", dict(FULL, shares_storage=0.0))
+    # Without a sandbox (bubblewrap unavailable) the spy can look around, and is right to get full marks.
+    cases["spy"] = (answers(shares_storage=spy_answer(root, port)), None, "graded",
+                    dict(FULL, shares_storage=0.0) if sandboxed else FULL)
     for student, (overrides, surgery, _, _) in cases.items():
         folder = root / "submitted" / student / LESSON
         folder.mkdir(parents=True)
@@ -279,10 +294,11 @@ def test_feedback_shows_messages_not_hidden_tests(graded_class):
     assert not leaked, f"hidden test code in the feedback: {leaked[:3]}"
 
 
-@pytest.mark.skipif(not sandbox.sandbox_available(), reason="bubblewrap cannot create namespaces on this host")
 def test_sandbox_hides_course_and_network(graded_class, listener):
     root, _, _, report = graded_class
     _, hits = listener
+    if report["sandbox"] != "bwrap":
+        pytest.skip("bubblewrap is not available or cannot create namespaces here: grading ran unsandboxed")
     spy = next(s for s in report["submissions"] if s["student"] == "spy")
     assert spy["score"] == 8.0, "the spy read course files or reached the network"
     assert not hits, "a submission connected to a loopback server"
