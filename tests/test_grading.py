@@ -329,6 +329,7 @@ def test_regrade_is_repeatable_and_keeps_manual_grades(graded_class):
         gb.find_grade("test_shares_storage", LESSON, LESSON, "honest-untouched").manual_score = None
         gb.db.commit()
     third = run_grade(root, *subset)
+    assert third.returncode == 3
     assert (root / "grades.csv").read_text() == before
 
 

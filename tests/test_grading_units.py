@@ -1,7 +1,6 @@
 """Fast unit tests of the grading pipeline's parts (no kernel started)."""
 import io
 
-import nbformat
 import pytest
 
 from autograder.grading import canonical, pipeline

@@ -181,7 +181,7 @@ def build(release: nbformat.NotebookNode, submitted: nbformat.NotebookNode) -> C
         meta = _meta(cell)
         grade_id = meta.get("grade_id")
         source = cell.get("source", "")
-        if grade_id in kinds and kinds[grade_id].get("metadata", {}).get("nbgrader", {}).get("solution"):
+        if grade_id in kinds and _meta(kinds[grade_id]).get("solution"):
             if grade_id in answers:
                 continue  # duplicates already reported; the first one counts
             if cell.cell_type != "code":

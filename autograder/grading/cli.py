@@ -1,7 +1,6 @@
 """``python -m autograder grade``: argument parsing and exit codes (0 all graded, 3 some not, 2 bad arguments)."""
 from __future__ import annotations
 
-import argparse
 import os
 from pathlib import Path
 

@@ -115,7 +115,7 @@ def in_shard(student: str, shard: tuple[int, int] | None) -> bool:
     return digest % count == index
 
 
-def discover(coursedir, course: Path, options: Options, layout: dict) -> list[tuple[str, str]]:
+def discover(coursedir, options: Options, layout: dict) -> list[tuple[str, str]]:
     submitted = Path(coursedir.format_path(coursedir.submitted_directory, ".", ".")).resolve()
     if not submitted.is_dir():
         raise UsageError(f"no submissions folder at {submitted}")
@@ -142,7 +142,7 @@ def discover(coursedir, course: Path, options: Options, layout: dict) -> list[tu
 
 # ---------------------------------------------------------------- phase 1: one submission
 
-def grade_submission(course: str, coursedir_paths: dict, student: str, assignment: str,
+def grade_submission(coursedir_paths: dict, student: str, assignment: str,
                      notebooks: dict[str, float], limits: runner.Limits, staged_root: str,
                      scratch_root: str) -> list[dict]:
     """Check, rebuild and execute one student's assignment; stage the results. Never raises."""
@@ -190,7 +190,7 @@ def grade_submission(course: str, coursedir_paths: dict, student: str, assignmen
 
 # ---------------------------------------------------------------- phase 2 and outputs
 
-def record(course: Path, assignment: str, staged_root: Path, students: list[str], log) -> str | None:
+def record(course: Path, assignment: str, staged_root: Path, students: list[str]) -> str | None:
     """nbgrader autograde + feedback of the staged notebooks; returns an error text or None."""
     cmd = [sys.executable, "-m", "autograder.grading.phase2", str(course), assignment, str(staged_root)]
     if len(students) == 1:
@@ -290,7 +290,7 @@ def grade(options: Options) -> tuple[int, list[NotebookResult]]:
         raise UsageError("--jobs must be >= 1, --timeout-s > 0 and --memory-mb >= 256")
     coursedir = load_coursedir(course)
     layout = course_layout(coursedir)
-    tasks = discover(coursedir, course, options, layout)
+    tasks = discover(coursedir, options, layout)
     if options.sandbox == "bwrap" and not sandbox.sandbox_available():
         raise UsageError("--sandbox bwrap: bubblewrap cannot create namespaces on this host")
     use_bwrap = options.sandbox == "bwrap" or (options.sandbox == "auto" and sandbox.sandbox_available())
@@ -323,12 +323,12 @@ def grade(options: Options) -> tuple[int, list[NotebookResult]]:
     def record_assignment(assignment: str) -> list[str]:
         """Phase 2 for one assignment; returns the students nbgrader could not record."""
         students = sorted({s for s, a in tasks if a == assignment and (staged_root / s / a).is_dir()})
-        if not students or not record(course, assignment, staged_root, students, progress):
+        if not students or not record(course, assignment, staged_root, students):
             return []
         if len(students) == 1:
             return students
         # find the submissions nbgrader chokes on without losing the others
-        return [s for s in students if record(course, assignment, staged_root, [s], progress)]
+        return [s for s in students if record(course, assignment, staged_root, [s])]
 
     context = multiprocessing.get_context("forkserver")
     recordings: dict[str, futures.Future] = {}
@@ -337,7 +337,7 @@ def grade(options: Options) -> tuple[int, list[NotebookResult]]:
     with futures.ThreadPoolExecutor(max_workers=1) as recorder, \
             futures.ProcessPoolExecutor(max_workers=options.jobs, mp_context=context) as pool:
         pending = {
-            pool.submit(grade_submission, str(course), paths, student, assignment, layout[assignment]["notebooks"],
+            pool.submit(grade_submission, paths, student, assignment, layout[assignment]["notebooks"],
                         limits, str(staged_root), str(scratch_root)): (student, assignment)
             for student, assignment in sorted(tasks, key=lambda t: (t[1], t[0]))
         }

@@ -6,7 +6,6 @@ import os
 import re
 import secrets
 import shutil
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -74,12 +73,10 @@ class GradingClient(NotebookClient):
             if not self.output_exceeded:
                 self.output_exceeded = True
                 if self.km is not None:
-                    self._kill_tree()
+                    kill_kernel_tree(self.km)
             return None
         return super().output(outs, msg, display_id, cell_index)
 
-    def _kill_tree(self):
-        kill_kernel_tree(self.km)
 
 
 def kernel_process(km) -> psutil.Process | None:
