@@ -28,3 +28,7 @@ c.LimitOutput.max_lines = 300
 c.LimitOutput.max_traceback = 60
 
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+
+# The reference observations that hidden checks are judged against stay with the
+# instructor's source: generate_assignment must never copy them into notebooks/.
+c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "reference_observations.json"]

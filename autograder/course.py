@@ -1,6 +1,7 @@
 """Where the course lives and how the student release is made from it."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -20,9 +21,7 @@ if _SCRIPTS not in os.environ.get("PATH", "").split(os.pathsep):
     os.environ["PATH"] = _SCRIPTS + os.pathsep + os.environ.get("PATH", "")
 
 
-def data_dir() -> Path:
-    """The shipped data folder (``$PTE_DATA_DIR`` overrides it, e.g. for a grading sandbox)."""
-    return Path(os.environ.get("PTE_DATA_DIR", REPO_ROOT / "data"))
+from autograder.kernel.paths import data_dir  # noqa: E402,F401  (one definition, shared with kernels)
 
 
 def lessons(course_root: Path = REPO_ROOT, narrowed: bool = True) -> list[str]:
@@ -48,8 +47,36 @@ def nbgrader_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "nbgrader", *args]
 
 
-def execute_in_place(path: Path, timeout: int = EXECUTION_TIMEOUT_S) -> None:
-    """Run a notebook top to bottom in its own folder and store the fresh outputs."""
+REFERENCE_FILE = "reference_observations.json"
+
+
+def reference_path(lesson: str, course_root: Path = REPO_ROOT) -> Path:
+    """Where ``make release`` stores a lesson's reference observations (never released to students)."""
+    return Path(course_root) / "solutions" / lesson / REFERENCE_FILE
+
+
+def observation_outputs(cell) -> list[dict]:
+    """The observations a recording kernel published in ``cell`` (in order)."""
+    from autograder.kernel.observations import MIME
+
+    return [out["data"][MIME] for out in cell.get("outputs", [])
+            if out.get("output_type") == "display_data" and MIME in out.get("data", {})]
+
+
+def drop_observation_outputs(cell) -> None:
+    from autograder.kernel.observations import MIME
+
+    cell["outputs"] = [out for out in cell.get("outputs", [])
+                       if not (out.get("output_type") == "display_data" and MIME in out.get("data", {}))]
+
+
+def execute_in_place(path: Path, timeout: int = EXECUTION_TIMEOUT_S, lesson: str | None = None) -> None:
+    """Run a solution notebook top to bottom in its folder, store fresh outputs and its reference observations.
+
+    The kernel runs in recording mode (``PTE_OBSERVE=record``): each hidden check publishes
+    what the solution produced. Those observations, per test cell, become the reference file
+    that graders compare students' observations with; they are removed from the stored outputs.
+    """
     from nbclient import NotebookClient
 
     nb = nbformat.read(path, as_version=4)
@@ -59,8 +86,24 @@ def execute_in_place(path: Path, timeout: int = EXECUTION_TIMEOUT_S) -> None:
         nb, timeout=timeout, kernel_name="python3", record_timing=False,
         resources={"metadata": {"path": str(path.parent)}},
     )
-    client.execute()
+    client.execute(env=dict(os.environ, PTE_OBSERVE="record"))
+    cells: dict[str, list[dict]] = {}
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        observed = observation_outputs(cell)
+        drop_observation_outputs(cell)
+        if meta.get("grade") and cell.cell_type == "code":
+            grade_id = meta["grade_id"]
+            if not observed:
+                raise RuntimeError(f"{path.name}: test cell '{grade_id}' made no hidden observation; every graded "
+                                   "test needs at least one (checks.hidden(...).observe(...))")
+            cells[grade_id] = [{k: o[k] for k in ("label", "value", "atol", "rtol", "hint")} for o in observed]
     nbformat.write(nb, path)
+    lesson = lesson or path.stem
+    reference = {"format": 1, "lesson": lesson, "cells": cells}
+    (path.parent / REFERENCE_FILE).write_text(json.dumps(reference, indent=1, sort_keys=True) + "\n")
 
 
 def generate_release(course_root: Path = REPO_ROOT, lesson_ids: list[str] | None = None) -> None:

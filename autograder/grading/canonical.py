@@ -1,19 +1,19 @@
 """Turn a submitted notebook into the notebook the grader runs.
 
-The grader runs the *release's* cells (prose, setup, demos, locked tests) with the
-student's answer cells (matched by grade id) put in their places. Whatever else the
-submission changed is not run: edited or deleted locked cells come back from the
-release, renamed or duplicated grade ids cannot smuggle code into a graded place, and
-cells the student added contribute only their definitions.
+The student's cells run as written, in the student's order: answers, helper cells they
+added, edited demos, top-level statements, everything. Only the graded *test* cells are
+replaced, by the instructor's versions from the gradebook (hidden tests included), with
+the release's metadata. Nothing here tries to judge whether student code is "safe":
+verdicts are decided outside the kernel (see ``judge``), so honest code is never dropped.
 
-Answer cells and added cells are reduced to *definitions*: ``def``, ``class``,
-``import``, and assignments of literals. Top-level statements that would run arbitrary
-code at definition time (patching torch, installing IPython input transformers,
-printing) are dropped, and each drop is reported.
+What the rebuild reports:
+- findings (status ``tampered``): a locked test cell edited, deleted, duplicated, or
+  given an unknown grade id;
+- notes (harmless, in the report): edited release code cells (for example the Setup
+  cell: the edited version ran), a missing answer cell, a copied answer cell.
 """
 from __future__ import annotations
 
-import ast
 import copy
 import json
 import re
@@ -73,161 +73,69 @@ def read_submission(path: Path) -> nbformat.NotebookNode:
     return nb
 
 
-# ---------------------------------------------------------------- definitions only
-
-def _is_literal(node: ast.AST | None) -> bool:
-    if node is None:
-        return True
-    try:
-        ast.literal_eval(node)
-        return True
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return False
-
-
-def _is_dotted(node: ast.AST) -> bool:
-    while isinstance(node, ast.Attribute):
-        node = node.value
-    return isinstance(node, ast.Name)
-
-
-def _is_safe_expr(node: ast.AST | None) -> bool:
-    """Literals, names and attribute chains (``torch.float32``), and calls of dotted names with such arguments."""
-    if node is None or _is_literal(node) or _is_dotted(node):
-        return True
-    if isinstance(node, ast.Call) and _is_dotted(node.func):
-        return all(_is_safe_expr(a) for a in node.args) and all(_is_safe_expr(k.value) for k in node.keywords)
-    if isinstance(node, (ast.Tuple, ast.List)):
-        return all(_is_safe_expr(e) for e in node.elts)
-    if isinstance(node, ast.Subscript):  # type hints such as list[int]
-        return _is_safe_expr(node.value) and _is_safe_expr(node.slice)
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):  # int | None
-        return _is_safe_expr(node.left) and _is_safe_expr(node.right)
-    if isinstance(node, ast.UnaryOp):
-        return _is_safe_expr(node.operand)
-    return False
-
-
-def _safe_signature(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    args = fn.args
-    defaults = list(args.defaults) + [d for d in args.kw_defaults if d is not None]
-    return (all(_is_safe_expr(d) for d in fn.decorator_list) and all(_is_safe_expr(d) for d in defaults)
-            and _is_safe_expr(fn.returns)
-            and all(_is_safe_expr(a.annotation) for a in args.args + args.kwonlyargs + args.posonlyargs))
-
-
-def _keep(node: ast.stmt, in_class: bool = False) -> bool:
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return _safe_signature(node)
-    if isinstance(node, ast.ClassDef):
-        return (all(_is_safe_expr(b) for b in node.bases) and all(_is_safe_expr(k.value) for k in node.keywords)
-                and all(_is_safe_expr(d) for d in node.decorator_list)
-                and all(_keep(child, in_class=True) for child in node.body))
-    if isinstance(node, (ast.Import, ast.ImportFrom)):
-        return not any(alias.name == "*" for alias in node.names)
-    if isinstance(node, ast.Assign):
-        return all(isinstance(t, ast.Name) for t in node.targets) and _is_safe_expr(node.value)
-    if isinstance(node, ast.AnnAssign):
-        return isinstance(node.target, ast.Name) and _is_safe_expr(node.annotation) and _is_safe_expr(node.value)
-    if isinstance(node, ast.Expr):
-        return isinstance(node.value, ast.Constant)  # docstrings, a bare string
-    return isinstance(node, ast.Pass)
-
-
-def definitions_only(source: str) -> tuple[str, list[str]]:
-    """Keep the definitions of a code cell; return the kept source and what was dropped."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError as exc:
-        # Let the kernel report the syntax error to the student exactly as Python would.
-        return source, [f"syntax error on line {exc.lineno}"]
-    lines = source.splitlines()
-    kept, dropped = [], []
-    for node in tree.body:
-        start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
-        text = "\n".join(lines[start - 1: node.end_lineno])
-        if _keep(node):
-            kept.append(text)
-        else:
-            dropped.append(f"line {start}: {lines[start - 1].strip()[:60]}")
-    return "\n".join(kept), dropped
-
-
 # ---------------------------------------------------------------- the canonical notebook
 
-def build(release: nbformat.NotebookNode, submitted: nbformat.NotebookNode) -> Canonical:
-    """The notebook to run: the release's cells with the student's answers in place."""
-    result = Canonical(nb=copy.deepcopy(release))
-    answers: dict[str, str] = {}
-    release_ids = {_meta(c).get("grade_id") for c in release.cells if _meta(c).get("grade_id")}
-    release_cell_ids = {c.get("id") for c in release.cells}
+def _plain(cell) -> None:
+    """Drop a cell's nbgrader metadata: it runs as ordinary student code."""
+    cell.setdefault("metadata", {}).pop("nbgrader", None)
+
+
+def build(release: nbformat.NotebookNode, submitted: nbformat.NotebookNode,
+          test_sources: dict[str, str]) -> Canonical:
+    """The notebook to run: the student's cells, with each graded test cell the instructor's own.
+
+    ``test_sources`` maps each graded test cell's grade id to its source as the gradebook
+    holds it (hidden tests included).
+    """
+    result = Canonical(nb=nbformat.v4.new_notebook(metadata=copy.deepcopy(release.metadata)))
     kinds = {_meta(c).get("grade_id"): c for c in release.cells if _meta(c).get("grade_id")}
-
-    seen: dict[str, int] = {}
-    for cell in submitted.cells:
+    tests = {g for g, c in kinds.items() if _meta(c).get("grade") and not _meta(c).get("solution")
+             and c.cell_type == "code"}
+    release_by_id = {c.get("id"): c for c in release.cells if c.get("id")}
+    placed: set[str] = set()
+    cells = []
+    for index, original in enumerate(submitted.cells):
+        cell = copy.deepcopy(original)
         grade_id = _meta(cell).get("grade_id")
-        if grade_id:
-            seen[grade_id] = seen.get(grade_id, 0) + 1
-    for grade_id, count in seen.items():
-        if count > 1:
-            result.findings.append(f"grade id '{grade_id}' appears {count} times")
-    for grade_id in seen:
-        if grade_id not in release_ids:
+        if grade_id and grade_id not in kinds:
             result.findings.append(f"unknown grade id '{grade_id}' (renamed or invented)")
-
-    added: list[tuple[str | None, str]] = []  # (release cell id it follows, definitions)
-    previous_known = None
-    for cell in submitted.cells:
-        meta = _meta(cell)
-        grade_id = meta.get("grade_id")
-        source = cell.get("source", "")
-        if grade_id in kinds and _meta(kinds[grade_id]).get("solution"):
-            if grade_id in answers:
-                continue  # duplicates already reported; the first one counts
-            if cell.cell_type != "code":
-                result.findings.append(f"answer cell '{grade_id}' was turned into {cell.cell_type}")
+            _plain(cell)
+        elif grade_id in tests:
+            if grade_id in placed:
+                result.findings.append(f"graded test cell '{grade_id}' appears more than once")
                 continue
-            kept, dropped = definitions_only(source)
-            answers[grade_id] = kept
-            result.notes += [f"{grade_id}: not run by the grader: {d}" for d in dropped]
-        elif grade_id in kinds:
-            original = kinds[grade_id]
-            if source.strip() != original.source.strip() and _meta(original).get("locked"):
-                result.findings.append(f"locked cell '{grade_id}' was edited (restored from the release)")
-        elif cell.get("id") in release_cell_ids:
-            pass  # a release cell, possibly edited by the student: the release version runs
-        elif cell.cell_type == "code" and source.strip():
-            kept, dropped = definitions_only(source)
-            if kept.strip():
-                added.append((previous_known, kept))
-            result.notes += [f"added cell: not run by the grader: {d}" for d in dropped]
-        if cell.get("id") in release_cell_ids:
-            previous_known = cell.get("id")
-
+            placed.add(grade_id)
+            release_cell = kinds[grade_id]
+            if cell.get("source", "").strip() != release_cell.source.strip() or cell.cell_type != "code":
+                result.findings.append(f"locked cell '{grade_id}' was edited (the instructor's version ran)")
+            cell = nbformat.v4.new_code_cell(test_sources[grade_id])
+            cell["id"] = release_cell.get("id") or f"test-{grade_id}"
+            cell.metadata = copy.deepcopy(release_cell.metadata)
+        elif grade_id:
+            release_cell = kinds[grade_id]
+            if grade_id in placed:
+                result.notes.append(f"cell '{grade_id}' appears more than once: the copy ran as ordinary code")
+                _plain(cell)
+            else:
+                placed.add(grade_id)
+                cell.setdefault("metadata", {})["nbgrader"] = copy.deepcopy(_meta(release_cell))
+                if cell.cell_type != release_cell.cell_type:
+                    result.notes.append(f"cell '{grade_id}' was turned into a {cell.cell_type} cell")
+                    _plain(cell)
+        elif cell.cell_type == "code" and cell.get("id") in release_by_id:
+            ours = release_by_id[cell["id"]]
+            if ours.cell_type == "code" and cell.source.strip() != ours.source.strip():
+                result.notes.append(f"release cell '{cell['id']}' was edited: the edited version ran")
+        cells.append(cell)
     for grade_id, cell in kinds.items():
-        meta = _meta(cell)
-        if meta.get("grade") and not meta.get("solution") and grade_id not in seen:
+        if grade_id in tests and grade_id not in placed:
             result.deleted_tests.add(grade_id)
             result.findings.append(f"graded cell '{grade_id}' was deleted (counts as zero)")
-        if meta.get("solution") and grade_id not in answers and grade_id not in seen:
-            result.notes.append(f"answer cell '{grade_id}' is missing: the release stub runs instead")
-
-    cells = []
-    for after, source in added:
-        if after is None:
-            extra = nbformat.v4.new_code_cell(source)
-            extra["id"] = f"added-{len(cells)}"
-            cells.append(extra)
-    for cell in result.nb.cells:
-        grade_id = _meta(cell).get("grade_id")
-        if grade_id in answers:
-            cell.source = answers[grade_id]
-        cells.append(cell)
-        for after, source in added:
-            if after == cell.get("id"):
-                extra = nbformat.v4.new_code_cell(source)
-                extra["id"] = f"added-{len(cells)}"
-                cells.append(extra)
+        elif _meta(cell).get("solution") and grade_id not in placed:
+            result.notes.append(f"answer cell '{grade_id}' is missing: the notebook's own definitions ran")
+    for position, cell in enumerate(cells):
+        if not cell.get("id"):
+            cell["id"] = f"cell-{position}"
     result.nb.cells = cells
     return result
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import concurrent.futures as futures
 import csv
+import dataclasses
 import hashlib
 import json
 import multiprocessing
@@ -17,6 +18,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -24,7 +26,7 @@ from pathlib import Path
 
 import nbformat
 
-from . import canonical, runner, sandbox
+from . import canonical, judge, runner, sandbox
 
 STATUSES = ("graded", "timeout", "kernel-died", "memory-limit", "corrupt", "missing", "tampered", "error")
 GRADING_DIR = ".grading"
@@ -61,6 +63,7 @@ class Options:
     sandbox: str = "auto"          # auto | bwrap | none
     shard: tuple[int, int] | None = None
     feedback: bool = True
+    phase2_timeout_s: float = 900.0
 
 
 # ---------------------------------------------------------------- course and gradebook
@@ -80,13 +83,21 @@ def load_coursedir(course: Path):
 
 
 def course_layout(coursedir) -> dict[str, dict]:
-    """assignment -> {'notebooks': {name: max_score}} from the gradebook."""
+    """assignment -> {'notebooks': {name: max_score}, 'tests': {name: {grade id: source}}} from the gradebook.
+
+    The test sources are the instructor's, as ``generate_assignment`` saved them: hidden tests included.
+    """
     from nbgrader.api import Gradebook
 
     layout = {}
     with Gradebook(coursedir.db_url, coursedir.course_id) as gb:
         for assignment in gb.assignments:
-            layout[assignment.name] = {"notebooks": {nb.name: nb.max_score for nb in assignment.notebooks}}
+            layout[assignment.name] = {
+                "notebooks": {nb.name: nb.max_score for nb in assignment.notebooks},
+                "tests": {nb.name: {cell.name: cell.source for cell in nb.source_cells
+                                    if cell.name in {g.name for g in nb.grade_cells} and cell.cell_type == "code"}
+                          for nb in assignment.notebooks},
+            }
     return layout
 
 
@@ -143,9 +154,21 @@ def discover(coursedir, options: Options, layout: dict) -> list[tuple[str, str]]
 # ---------------------------------------------------------------- phase 1: one submission
 
 def grade_submission(coursedir_paths: dict, student: str, assignment: str,
-                     notebooks: dict[str, float], limits: runner.Limits, staged_root: str,
-                     scratch_root: str) -> list[dict]:
-    """Check, rebuild and execute one student's assignment; stage the results. Never raises."""
+                     notebooks: dict[str, float], tests: dict[str, dict[str, str]], limits: runner.Limits,
+                     staged_root: str, scratch_root: str, cpu_slots=None) -> list[dict]:
+    """Check, rebuild, execute and judge one student's assignment; stage the results. Never raises."""
+    slot = cpu_slots.get() if cpu_slots is not None else None
+    try:
+        if slot is not None:
+            limits = dataclasses.replace(limits, cpus=slot)
+        return _grade_submission(coursedir_paths, student, assignment, notebooks, tests, limits,
+                                 staged_root, scratch_root)
+    finally:
+        if slot is not None:
+            cpu_slots.put(slot)
+
+
+def _grade_submission(coursedir_paths, student, assignment, notebooks, tests, limits, staged_root, scratch_root):
     results = []
     source_dir = Path(coursedir_paths["submitted"]) / student / assignment
     release_dir = Path(coursedir_paths["release"]) / assignment
@@ -162,12 +185,15 @@ def grade_submission(coursedir_paths: dict, student: str, assignment: str,
                 raise canonical.SubmissionError("missing", f"{name}.ipynb was not submitted{hint}")
             submitted = canonical.read_submission(path)
             release = nbformat.read(release_dir / f"{name}.ipynb", as_version=4)
-            built = canonical.build(release, submitted)
+            reference = judge.load_reference(Path(coursedir_paths["source"]), assignment)
+            built = canonical.build(release, submitted, tests[name])
             result.notes = built.notes
-            scratch = Path(scratch_root) / f"{student}--{assignment}--{name}"
-            shutil.rmtree(scratch, ignore_errors=True)
-            outcome = runner.execute(built.nb, limits, scratch, built.deleted_tests)
-            shutil.rmtree(scratch, ignore_errors=True)
+            scratch = Path(tempfile.mkdtemp(prefix="nb-", dir=scratch_root))
+            try:
+                outcome = runner.execute(built.nb, limits, scratch, built.deleted_tests, reference)
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
+            result.notes += outcome.notes
             findings = built.findings + outcome.findings
             result.status, result.reason = outcome.status, outcome.reason
             if result.status == "graded" and findings:
@@ -181,6 +207,8 @@ def grade_submission(coursedir_paths: dict, student: str, assignment: str,
             nbformat.write(outcome.nb, staged_dir / f"{name}.ipynb")
         except canonical.SubmissionError as exc:
             result.status, result.reason = exc.status, exc.reason
+        except judge.ReferenceMissing as exc:
+            result.status, result.reason = "error", f"grader error: {exc}"
         except Exception as exc:  # a grader fault on one notebook must not stop the class
             result.status, result.reason = "error", f"grader error: {type(exc).__name__}: {exc}"[:300]
         result.seconds = time.monotonic() - start
@@ -190,12 +218,16 @@ def grade_submission(coursedir_paths: dict, student: str, assignment: str,
 
 # ---------------------------------------------------------------- phase 2 and outputs
 
-def record(course: Path, assignment: str, staged_root: Path, students: list[str]) -> str | None:
+def record(course: Path, assignment: str, staged_root: Path, students: list[str],
+           timeout_s: float = 900.0) -> str | None:
     """nbgrader autograde + feedback of the staged notebooks; returns an error text or None."""
     cmd = [sys.executable, "-m", "autograder.grading.phase2", str(course), assignment, str(staged_root)]
     if len(students) == 1:
         cmd.append(students[0])
-    proc = subprocess.run(cmd, cwd=course, capture_output=True, text=True)
+    try:
+        proc = subprocess.run(cmd, cwd=course, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return f"nbgrader's recording step ran longer than {timeout_s:g} s"
     if proc.returncode != 0:
         return (proc.stdout + proc.stderr).strip()[-2000:]
     return None
@@ -281,6 +313,15 @@ def matplotlib_cache(grading_dir: Path) -> Path:
     return cache
 
 
+def cpu_sets(jobs: int) -> list[str]:
+    """One taskset list per job: the usable cores shared out, so each kernel keeps to its own."""
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+    if jobs >= len(cores):
+        return [str(cores[i % len(cores)]) for i in range(jobs)]
+    share = len(cores) // jobs
+    return [",".join(str(c) for c in cores[i * share:(i + 1) * share]) for i in range(jobs)]
+
+
 def grade(options: Options) -> tuple[int, list[NotebookResult]]:
     """Grade the selected submissions; return (exit code, results)."""
     course = options.course.resolve()
@@ -291,19 +332,22 @@ def grade(options: Options) -> tuple[int, list[NotebookResult]]:
     coursedir = load_coursedir(course)
     layout = course_layout(coursedir)
     tasks = discover(coursedir, options, layout)
-    if options.sandbox == "bwrap" and not sandbox.sandbox_available():
-        raise UsageError("--sandbox bwrap: bubblewrap cannot create namespaces on this host")
-    use_bwrap = options.sandbox == "bwrap" or (options.sandbox == "auto" and sandbox.sandbox_available())
+    if options.sandbox in ("bwrap", "auto") and not sandbox.sandbox_available():
+        raise UsageError("bubblewrap is missing or cannot create namespaces on this host, so submissions could "
+                         "read the course (solutions, reference observations, the gradebook). Install it "
+                         "(Debian: apt-get install bubblewrap), or pass --sandbox none to grade without "
+                         "isolation, knowingly.")
+    use_bwrap = options.sandbox != "none"
     progress = Progress(sum(len(layout[a]["notebooks"]) for _, a in tasks))
     if not use_bwrap:
-        progress.log("warning: grading WITHOUT the bubblewrap sandbox: submissions can read the course files")
+        progress.log("warning: grading WITHOUT the bubblewrap sandbox (--sandbox none): submissions can read "
+                     "the course files, including the reference observations")
 
     grading_dir = course / GRADING_DIR
     staged_root = grading_dir / "staged"
     shutil.rmtree(staged_root, ignore_errors=True)
     staged_root.mkdir(parents=True)
-    scratch_root = Path(os.environ.get("PTE_SCRATCH", "/tmp")) / f"pte-grading-{os.getpid()}"
-    scratch_root.mkdir(parents=True, exist_ok=True)
+    scratch_root = Path(tempfile.mkdtemp(prefix="pte-grading-", dir=os.environ.get("PTE_SCRATCH") or None))
     os.chmod(scratch_root, 0o711)
     os.environ["PTE_MPL_CACHE"] = str(matplotlib_cache(grading_dir))
     backup = backup_gradebook(coursedir, course)
@@ -313,7 +357,12 @@ def grade(options: Options) -> tuple[int, list[NotebookResult]]:
                            cell_timeout_s=options.cell_timeout_s or min(120.0, options.timeout_s),
                            threads=max(1, cores // options.jobs), sandbox=use_bwrap)
     paths = {"submitted": str(Path(coursedir.format_path(coursedir.submitted_directory, ".", ".")).resolve()),
-             "release": str(Path(coursedir.format_path(coursedir.release_directory, ".", ".")).resolve())}
+             "release": str(Path(coursedir.format_path(coursedir.release_directory, ".", ".")).resolve()),
+             "source": str(Path(coursedir.format_path(coursedir.source_directory, ".", ".")).resolve())}
+    manager = multiprocessing.get_context("forkserver").Manager()
+    cpu_slots = manager.Queue()
+    for slot in cpu_sets(options.jobs):
+        cpu_slots.put(slot)
     started = time.monotonic()
     results: list[NotebookResult] = []
     remaining: dict[str, int] = {}
@@ -323,12 +372,12 @@ def grade(options: Options) -> tuple[int, list[NotebookResult]]:
     def record_assignment(assignment: str) -> list[str]:
         """Phase 2 for one assignment; returns the students nbgrader could not record."""
         students = sorted({s for s, a in tasks if a == assignment and (staged_root / s / a).is_dir()})
-        if not students or not record(course, assignment, staged_root, students):
+        if not students or not record(course, assignment, staged_root, students, options.phase2_timeout_s):
             return []
         if len(students) == 1:
             return students
         # find the submissions nbgrader chokes on without losing the others
-        return [s for s in students if record(course, assignment, staged_root, [s])]
+        return [s for s in students if record(course, assignment, staged_root, [s], options.phase2_timeout_s)]
 
     context = multiprocessing.get_context("forkserver")
     recordings: dict[str, futures.Future] = {}
@@ -338,7 +387,8 @@ def grade(options: Options) -> tuple[int, list[NotebookResult]]:
             futures.ProcessPoolExecutor(max_workers=options.jobs, mp_context=context) as pool:
         pending = {
             pool.submit(grade_submission, paths, student, assignment, layout[assignment]["notebooks"],
-                        limits, str(staged_root), str(scratch_root)): (student, assignment)
+                        layout[assignment]["tests"], limits, str(staged_root), str(scratch_root),
+                        cpu_slots): (student, assignment)
             for student, assignment in sorted(tasks, key=lambda t: (t[1], t[0]))
         }
         for done in futures.as_completed(pending):
@@ -357,6 +407,7 @@ def grade(options: Options) -> tuple[int, list[NotebookResult]]:
                 recordings[assignment] = recorder.submit(record_assignment, assignment)
         failed = {(student, assignment) for assignment, job in recordings.items() for student in job.result()}
     shutil.rmtree(scratch_root, ignore_errors=True)
+    manager.shutdown()
     for student, assignment in sorted(failed):
         progress.log(f"nbgrader could not record {student}/{assignment}")
         for r in results:

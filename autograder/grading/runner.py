@@ -1,10 +1,16 @@
-"""Execute one canonical notebook in a sandboxed kernel, under limits, with sealed test cells."""
+"""Execute one canonical notebook in a sandboxed kernel, under limits, and judge its test cells.
+
+The kernel runs in recording mode (``PTE_OBSERVE=record``): hidden checks publish what the
+student's code produced. After the run, each graded test cell is judged outside the kernel
+(:mod:`autograder.grading.judge`) and the notebook is rewritten so that nbgrader reads the
+verdict: a failed test cell carries an error output, a passed one carries none, and no
+test cell keeps an ``execute_result`` (nbgrader would read a number there as partial credit).
+"""
 from __future__ import annotations
 
 import asyncio
 import os
 import re
-import secrets
 import shutil
 import threading
 import time
@@ -15,12 +21,11 @@ import nbformat
 import psutil
 from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
-from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from nbclient.exceptions import DeadKernelError
 from traitlets import List
 
-from . import canonical, sandbox
+from . import canonical, judge, sandbox
 
-SEAL = re.compile(r"\n?PTE-SEAL:([0-9a-f]+)\n")
 MEMORY_ERROR = re.compile(r"MemoryError|can't allocate memory|DefaultCPUAllocator|Cannot allocate memory")
 
 
@@ -32,6 +37,9 @@ class Limits:
     output_mb: float = 2.0          # all outputs of the notebook together
     threads: int = 1
     sandbox: bool = True
+    cpus: str = ""                  # taskset list for this kernel, e.g. "1"; "" = no pinning
+    processes: int = 256            # process/thread cap for the sandboxed user
+    disk_mb: int = 256              # size of the kernel's tmpfs work folder and of its /tmp
 
 
 @dataclass
@@ -42,6 +50,7 @@ class Outcome:
     seconds: float = 0.0
     execution_seconds: float = 0.0
     findings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
 
 class SandboxedKernelManager(AsyncKernelManager):
@@ -60,23 +69,39 @@ class SandboxedKernelManager(AsyncKernelManager):
 
 
 class GradingClient(NotebookClient):
-    """nbclient with an output cap; everything else is nbclient's own execution."""
+    """nbclient with an output cap that counts every message a cell sends, display updates and widget
+    traffic included. Past the cap, outputs are dropped (one note says so) and execution goes on."""
 
     output_limit = 2_000_000
     output_used = 0
     output_exceeded = False
+    cell_line_limit = 1000
+
+    def process_message(self, msg, cell, cell_index):
+        if msg["msg_type"] not in ("status", "execute_input"):
+            self.output_used += len(str(msg.get("content", "")))
+            if self.output_used > self.output_limit and msg["msg_type"] not in ("clear_output",):
+                if not self.output_exceeded:
+                    self.output_exceeded = True
+                    cell.outputs.append(nbformat.v4.new_output(
+                        "stream", name="stderr",
+                        text=f"[grader] output past {self.output_limit / 1e6:g} MB was dropped\n"))
+                if msg["msg_type"] != "error":
+                    return None
+        return super().process_message(msg, cell, cell_index)
 
     def output(self, outs, msg, display_id, cell_index):
-        size = len(str(msg.get("content", "")))
-        self.output_used += size
-        if self.output_used > self.output_limit:
-            if not self.output_exceeded:
-                self.output_exceeded = True
-                if self.km is not None:
-                    kill_kernel_tree(self.km)
-            return None
-        return super().output(outs, msg, display_id, cell_index)
+        out = super().output(outs, msg, display_id, cell_index)
+        _truncate_streams(outs, self.cell_line_limit)
+        return out
 
+
+def _truncate_streams(outs, max_lines: int) -> None:
+    """Keep the first ``max_lines`` lines of a cell's stream output, as nbgrader's LimitOutput does."""
+    for out in outs:
+        if out.get("output_type") == "stream" and out.text.count("\n") > max_lines:
+            lines = out.text.splitlines(keepends=True)
+            out.text = "".join(lines[:max_lines]) + f"[grader] ... {len(lines) - max_lines} more lines not kept\n"
 
 
 def kernel_process(km) -> psutil.Process | None:
@@ -141,34 +166,32 @@ def _error_output(ename: str, evalue: str):
     return nbformat.v4.new_output("error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"])
 
 
-def _stream_text(cell) -> str:
-    return "".join(o.get("text", "") for o in cell.get("outputs", []) if o.output_type == "stream")
-
-
-def _strip_seals(cell) -> None:
-    for out in cell.get("outputs", []):
-        if out.output_type == "stream":
-            out.text = SEAL.sub("", out.text)
-    cell.outputs = [o for o in cell.outputs if not (o.output_type == "stream" and not o.text)]
-
-
-async def _run(nb, limits: Limits, work: Path, runtime: Path, outcome: Outcome, deleted: set[str]) -> None:
-    use_bwrap = limits.sandbox
+async def _run(nb, limits: Limits, work: Path, runtime: Path, outcome: Outcome, deleted: set[str],
+               reference: dict[str, list[dict]]) -> None:
     km = SandboxedKernelManager(kernel_name="python3", transport="ipc", ip=str(runtime / "kernel"))
     km.connection_file = str(runtime / "kernel.json")
-    km.prefix = sandbox.command_prefix(work, runtime, limits.memory_mb, use_bwrap)
+    km.prefix = sandbox.command_prefix(work, runtime, limits)
+    # A slow cell is interrupted and the notebook goes on; the notebook's own clock is the watchdog's.
     client = GradingClient(nb, km=km, timeout=int(limits.cell_timeout_s), allow_errors=True,
-                           interrupt_on_timeout=False, startup_timeout=60, kernel_name="python3",
-                           resources={"metadata": {"path": str(work)}}, record_timing=False)
+                           interrupt_on_timeout=True, startup_timeout=60, kernel_name="python3",
+                           resources={"metadata": {"path": str(work)}}, record_timing=False,
+                           error_on_timeout={"ename": "CellTimeout", "traceback": [],
+                                             "evalue": f"the cell ran longer than {limits.cell_timeout_s:g} s "
+                                                       "and was interrupted"})
     client.output_limit = int(limits.output_mb * 1_000_000)
     replies: dict[int, str] = {}
     client.on_cell_executed = lambda cell, cell_index, execute_reply, **_: replies.__setitem__(
-        cell_index, execute_reply["content"]["status"])
+        cell_index, (execute_reply or {}).get("content", {}).get("status", "error"))
+    timed_out: list[int] = []
+    original_timeout = client._async_handle_timeout
 
+    async def on_timeout(timeout, cell=None):
+        timed_out.append(1)
+        return await original_timeout(timeout, cell)
+
+    client._async_handle_timeout = on_timeout
     test_cells = {i for i, c in enumerate(nb.cells)
                   if canonical._meta(c).get("grade") and c.cell_type == "code"}
-    nonces: dict[int, str] = {}
-    originals: dict[int, str] = {}
     stopped_at: int | None = None
     watchdog = None
     started = time.monotonic()
@@ -176,52 +199,24 @@ async def _run(nb, limits: Limits, work: Path, runtime: Path, outcome: Outcome, 
         async with client.async_setup_kernel(env=sandbox.kernel_env(work, limits.threads)):
             watchdog = Watchdog(km, limits)
             watchdog.start()
-            boot = await client.kc._async_execute_interactive(
-                "import autograder.grading.guard as _pte_guard; _pte_guard.install(); del _pte_guard",
-                store_history=False, timeout=60, output_hook=lambda msg: None)
-            if boot["content"]["status"] != "ok":
-                raise RuntimeError("the grading guard could not be installed in the kernel")
             started = time.monotonic()
             for index, cell in enumerate(nb.cells):
                 if cell.cell_type != "code":
                     continue
-                grade_id = canonical._meta(cell).get("grade_id")
-                if index in test_cells:
-                    if grade_id in deleted:
-                        continue
-                    reset_nonce = secrets.token_hex(8)
-                    seen: list[str] = []
-                    await client.kc._async_execute_interactive(
-                        f"__import__('autograder.grading.guard', fromlist=['restore']).restore('{reset_nonce}')",
-                        store_history=False, timeout=30,
-                        output_hook=lambda msg: seen.append(msg.get("content", {}).get("text", "")))
-                    if f"PTE-SEAL:{reset_nonce}" not in "".join(seen):
-                        outcome.findings.append(f"the kernel state could not be restored before '{grade_id}'")
-                    nonces[index] = secrets.token_hex(8)
-                    originals[index] = cell.source
-                    cell.source = (f"{cell.source}\n__import__('autograder.grading.guard', "
-                                   f"fromlist=['seal']).seal('{nonces[index]}')")
-                try:
-                    await client.async_execute_cell(cell, index)
-                finally:
-                    if index in originals:
-                        cell.source = originals[index]
-                if client.output_exceeded or (watchdog and watchdog.tripped):
+                if index in test_cells and canonical._meta(cell).get("grade_id") in deleted:
+                    continue
+                await client.async_execute_cell(cell, index)
+                if watchdog.tripped:
                     stopped_at = index
                     break
-    except CellTimeoutError:
-        outcome.status, outcome.reason = "timeout", f"a cell ran longer than {limits.cell_timeout_s:g} s"
-        stopped_at = _current_index(nb, replies)
     except DeadKernelError:
         stopped_at = _current_index(nb, replies)
-        if not (watchdog and watchdog.tripped) and not client.output_exceeded:
+        if not (watchdog and watchdog.tripped):
             outcome.status, outcome.reason = "kernel-died", "the kernel died (the notebook exited or crashed it)"
     except Exception as exc:  # anything else that stops the run: reported, never raised to the batch
-        if watchdog and watchdog.tripped:
-            stopped_at = _current_index(nb, replies)
-        else:
+        stopped_at = _current_index(nb, replies)
+        if not (watchdog and watchdog.tripped):
             outcome.status, outcome.reason = "error", f"grading failed: {type(exc).__name__}: {exc}"[:300]
-            stopped_at = _current_index(nb, replies)
     finally:
         if watchdog:
             watchdog.stop()
@@ -231,10 +226,12 @@ async def _run(nb, limits: Limits, work: Path, runtime: Path, outcome: Outcome, 
         outcome.status, outcome.reason = "timeout", f"the notebook ran longer than {limits.timeout_s:g} s"
     elif watchdog and watchdog.tripped == "memory-limit":
         outcome.status, outcome.reason = "memory-limit", f"the kernel used more than {limits.memory_mb} MB"
-    elif client.output_exceeded and outcome.status == "graded":
-        outcome.status, outcome.reason = "error", f"the notebook printed more than {limits.output_mb:g} MB of output"
-
-    _settle_test_cells(nb, test_cells, nonces, replies, stopped_at, deleted, outcome)
+    elif timed_out and outcome.status == "graded":
+        outcome.status = "timeout"
+        outcome.reason = f"{len(timed_out)} cell(s) ran longer than {limits.cell_timeout_s:g} s and were interrupted"
+    if client.output_exceeded:
+        outcome.notes.append(f"output past {limits.output_mb:g} MB was dropped")
+    _settle_test_cells(nb, test_cells, replies, stopped_at, deleted, outcome, reference)
 
 
 def _current_index(nb, replies) -> int:
@@ -245,46 +242,48 @@ def _current_index(nb, replies) -> int:
     return len(nb.cells)
 
 
-def _settle_test_cells(nb, test_cells, nonces, replies, stopped_at, deleted, outcome) -> None:
-    """Decide each test cell's verdict and make the notebook say it the way nbgrader reads it."""
+def _settle_test_cells(nb, test_cells, replies, stopped_at, deleted, outcome, reference) -> None:
+    """Judge each test cell and make the notebook say the verdict the way nbgrader reads it."""
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type == "code" and index not in test_cells:
+            judge.strip_observations(cell)
     for index in sorted(test_cells):
         cell = nb.cells[index]
         grade_id = canonical._meta(cell).get("grade_id")
         cell.source = canonical.strip_hidden_tests(cell.source)
-        for out in cell.get("outputs", []):
-            if out.output_type == "error":  # frames would show hidden test code
+        payloads = judge.observed(cell)
+        judge.strip_observations(cell)
+        # no partial credit from output, and no frames (they would show hidden test code)
+        cell.outputs = [o for o in cell.get("outputs", []) if o.output_type != "execute_result"]
+        for out in cell.outputs:
+            if out.output_type == "error":
                 out.traceback = [f"{out.ename}: {out.evalue}"]
         if grade_id in deleted:
             cell.outputs = [_error_output("DeletedCell", "this graded cell was deleted from the submission; it counts as zero")]
             continue
-        if index not in nonces or (stopped_at is not None and index >= stopped_at and index not in replies):
-            cell.outputs = list(cell.get("outputs", [])) + [
-                _error_output("NotRun", f"not run: {outcome.reason or outcome.status}")]
+        if index not in replies or (stopped_at is not None and index >= stopped_at and index not in replies):
+            cell.outputs.append(_error_output("NotRun", f"not run: {outcome.reason or outcome.status}"))
             continue
-        sealed = f"PTE-SEAL:{nonces[index]}" in _stream_text(cell)
-        _strip_seals(cell)
         has_error = any(o.output_type == "error" for o in cell.outputs)
-        if replies.get(index) == "ok" and not sealed:
-            outcome.findings.append(f"test cell '{grade_id}' did not run to its end (its code was altered at run time)")
-            cell.outputs.append(_error_output("TamperingDetected", "this test cell did not run to its end"))
-        elif replies.get(index) != "ok" and not has_error:
-            cell.outputs.append(_error_output("TestFailed", "the test cell failed (its error display was suppressed)"))
+        finished = replies.get(index) == "ok" and not has_error
+        verdict = judge.judge_cell(reference.get(grade_id, []), payloads, finished)
+        if not verdict.passed and not has_error:
+            cell.outputs.append(_error_output("HiddenTestFailed", verdict.reason))
     text = "".join(o.get("evalue", "") + o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
     if outcome.status == "graded" and MEMORY_ERROR.search(text):
         outcome.status, outcome.reason = "memory-limit", "an allocation failed at the memory cap"
 
 
-def execute(nb, limits: Limits, scratch: Path, deleted: set[str] | None = None) -> Outcome:
-    """Run ``nb`` (modified in place) and return its outcome; never raises for submission faults."""
+def execute(nb, limits: Limits, scratch: Path, deleted: set[str] | None = None,
+            reference: dict[str, list[dict]] | None = None) -> Outcome:
+    """Run ``nb`` (modified in place), judge its test cells and return the outcome; never raises for submission faults."""
     outcome = Outcome(nb=nb)
     work, runtime = sandbox.prepare_dirs(scratch)
-    mpl_cache = Path(os.environ.get("PTE_MPL_CACHE", ""))
-    if mpl_cache.is_dir():
-        shutil.copytree(mpl_cache, work / ".matplotlib", dirs_exist_ok=True)
-        if sandbox.running_as_root():
-            for path in [work / ".matplotlib", *(work / ".matplotlib").rglob("*")]:
-                os.chown(path, sandbox.NOBODY, sandbox.NOBODY)
+    if not limits.sandbox:
+        mpl_cache = Path(os.environ.get("PTE_MPL_CACHE", ""))
+        if mpl_cache.is_dir():
+            shutil.copytree(mpl_cache, work / ".matplotlib", dirs_exist_ok=True)
     start = time.monotonic()
-    asyncio.run(_run(nb, limits, work, runtime, outcome, deleted or set()))
+    asyncio.run(_run(nb, limits, work, runtime, outcome, deleted or set(), reference or {}))
     outcome.seconds = time.monotonic() - start
     return outcome

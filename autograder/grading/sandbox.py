@@ -2,11 +2,15 @@
 
 What holds when bubblewrap works (``sandbox_available()``):
 - the kernel sees a read-only view of the system, the Python installation, the venv, the
-  ``autograder`` package and ``data/``; a private, writable work folder; nothing else of
-  the course: not ``solutions/``, not the gradebook, not other students' folders;
+  kernel side of the package (``autograder/kernel``, and ``autograder/__init__.py``) and
+  ``data/``; nothing else of the course: not the grader, not ``solutions/`` or its
+  reference observations, not the gradebook, not other students' folders;
+- its work folder and ``/tmp`` are size-capped tmpfs mounts private to it;
 - it runs as uid/gid 65534 (nobody) in its own user, PID, IPC, UTS and network
   namespaces: no network at all, no view of other processes;
-- ``prlimit`` caps its data segment (memory), file size, core dumps and open files;
+- ``prlimit`` caps its data segment (memory), file size, core dumps, open files and the
+  number of processes of the sandbox user (a fork bomb stops at the cap); ``taskset`` pins
+  it to its own cores, so a CPU hog slows nobody else;
 - the grader talks to it over Unix sockets in a folder shared with it alone.
 Without bubblewrap (``--sandbox none``) only the limits and the separate process remain.
 """
@@ -40,7 +44,9 @@ def _readonly_roots() -> list[str]:
     roots = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc/alternatives", "/etc/ssl",
              "/etc/ld.so.cache", "/etc/localtime", "/etc/passwd", "/etc/group", "/etc/nsswitch.conf",
              "/etc/fonts"]
-    roots += [sys.base_prefix, sys.prefix, str(course.REPO_ROOT / "autograder"), str(course.data_dir())]
+    package = course.REPO_ROOT / "autograder"
+    roots += [sys.base_prefix, sys.prefix, str(package / "__init__.py"), str(package / "kernel"),
+              str(course.data_dir())]
     # the venv's interpreter may be a symlink chain into another prefix
     roots.append(str(Path(os.path.realpath(sys.executable)).parent.parent))
     seen, unique = set(), []
@@ -60,35 +66,63 @@ def running_as_root() -> bool:
     return os.geteuid() == 0
 
 
-def command_prefix(work_dir: Path, runtime_dir: Path, memory_mb: int, use_bwrap: bool) -> list[str]:
-    """The command that wraps the kernel's own command line."""
-    limits = ["prlimit", f"--data={memory_mb * 1024 * 1024}", f"--fsize={512 * 1024 * 1024}",
-              "--core=0", "--nofile=1024", "--"]
-    if not use_bwrap:
-        return limits
+MPL_CACHE_IN_SANDBOX = "/opt/pte-mplcache"
+
+
+def _process_cap(extra: int) -> int:
+    """RLIMIT_NPROC counts every process of the user: leave room for what that user already runs."""
+    uid = NOBODY if running_as_root() else os.geteuid()
+    try:
+        import psutil
+
+        mine = sum(1 for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real == uid)
+    except Exception:  # psutil missing or /proc unreadable: a generous fixed cap
+        mine = 0
+    return mine + extra
+
+
+def command_prefix(work_dir: Path, runtime_dir: Path, limits) -> list[str]:
+    """The command that wraps the kernel's own command line (``limits``: a runner.Limits)."""
+    prefix = ["prlimit", f"--data={limits.memory_mb * 1024 * 1024}", f"--fsize={512 * 1024 * 1024}",
+              "--core=0", "--nofile=1024"]
+    if limits.sandbox and running_as_root():
+        prefix.append(f"--nproc={_process_cap(limits.processes)}")
+    prefix.append("--")
+    if limits.cpus and shutil.which("taskset"):
+        prefix = ["taskset", "-c", limits.cpus] + prefix
+    if not limits.sandbox:
+        return prefix
+    disk = str(limits.disk_mb * 1024 * 1024)
     args = ["bwrap", "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-net",
             "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     if not running_as_root():
         args += ["--unshare-user"]
-    args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    args += ["--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--size", disk, "--tmpfs", "/tmp"]
     made = {"/tmp"}
-    for target in _readonly_roots() + [str(work_dir), str(runtime_dir)]:
+    roots = _readonly_roots()
+    for target in roots + [str(work_dir), str(runtime_dir), MPL_CACHE_IN_SANDBOX]:
         for parent in _ancestors(target):
-            if parent not in made and not any(parent == r or parent.startswith(r + "/") for r in _readonly_roots()):
+            if parent not in made and not any(parent == r or parent.startswith(r + "/") for r in roots):
                 args += ["--perms", "0755", "--dir", parent]
                 made.add(parent)
         made.add(target)
-    for root in _readonly_roots():
+    for root in roots:
         args += ["--ro-bind", root, root]
-    args += ["--bind", str(work_dir), str(work_dir), "--bind", str(runtime_dir), str(runtime_dir),
-             "--chdir", str(work_dir),
+    mpl_cache = os.environ.get("PTE_MPL_CACHE", "")
+    if mpl_cache and os.path.isdir(mpl_cache):
+        args += ["--ro-bind", mpl_cache, MPL_CACHE_IN_SANDBOX]
+    uid = ["--uid", str(NOBODY), "--gid", str(NOBODY)] if not running_as_root() else []
+    args += [*uid, "--perms", "1777", "--size", disk, "--tmpfs", str(work_dir),
+             "--bind", str(runtime_dir), str(runtime_dir), "--chdir", str(work_dir),
              # inside the PID namespace the kernel's parent is PID 1: stop ipykernel from
              # taking that for an orphaned kernel (--die-with-parent covers the real case)
              "--setenv", "JPY_PARENT_PID", "1", "--"]
     if running_as_root():
         # Drop to a real unprivileged user inside the namespaces: no capability survives.
         args += ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--no-new-privs"]
-    return limits + args
+    # the tmpfs work folder starts empty: give it matplotlib's font cache before the kernel starts
+    args += ["sh", "-c", f'cp -r {MPL_CACHE_IN_SANDBOX} "$HOME/.matplotlib" 2>/dev/null; exec "$@"', "sh"]
+    return prefix + args
 
 
 def prepare_dirs(base: Path) -> tuple[Path, Path]:
@@ -116,6 +150,8 @@ def kernel_env(work_dir: Path, threads: int) -> dict[str, str]:
         "MKL_NUM_THREADS": str(threads),
         "PTE_DATA_DIR": str(course.data_dir()),
         "NBGRADER_EXECUTION": "autograde",
+        # hidden checks only record what the student's code produced; the grader judges
+        "PTE_OBSERVE": "record",
         "JUPYTER_PLATFORM_DIRS": "1",
     }
     return env

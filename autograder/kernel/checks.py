@@ -5,18 +5,29 @@ was expected, what arrived (shape, dtype, device, storage, autograd history, lar
 difference) and, where the symptom points at a known misconception, names it.
 Nothing is returned on success; a test cell simply runs to its end.
 
-The torch functions used for comparing are bound when this module is imported, so a
-submission that later rebinds ``torch.equal`` or ``torch.allclose`` does not change
-what these checks see.
+These *visible* checks help a student in JupyterLab; they do not decide a grade. The
+grade comes from *hidden* checks (:func:`hidden`), which observe what the student's code
+produced on seeded inputs. Where they compare depends on where they run:
+
+- on the instructor's side (plain ``nbgrader autograde``, Validate on ``solutions/``,
+  nbval) each observation is compared in the kernel with the reference observation that
+  ``make release`` stored next to the solution, with an explanatory message;
+- under ``python -m autograder grade`` (``PTE_OBSERVE=record``) the kernel only records:
+  it never sees an expected value, and a trusted process outside the sandbox judges.
 """
 from __future__ import annotations
 
+import json
 import math
+import os
 import re
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import numpy as np
 import torch
+
+from autograder.kernel import observations as _obs
 
 _Tensor = torch.Tensor
 _Parameter = torch.nn.Parameter
@@ -45,11 +56,49 @@ __all__ = [
     "check_own_storage",
     "check_no_autograd_history",
     "passed",
+    "needs",
+    "hidden",
+    "HiddenTests",
 ]
 
 
 class CheckFailed(AssertionError):
-    """A course check failed; the message explains what and, where known, why."""
+    """A course check failed; the message explains what and, where known, why.
+
+    In a notebook, IPython shows it as the check's message and the line of the test
+    cell that failed, without the frames inside this package.
+    """
+
+    def _render_traceback_(self) -> list[str]:
+        import traceback
+
+        lines = ["CheckFailed: " + str(self)]
+        frames = [f for f in traceback.extract_tb(self.__traceback__)
+                  if f.filename.startswith("<") or "ipykernel" in f.filename]
+        if frames:
+            lines.insert(0, f"The check that failed, line {frames[-1].lineno}: {frames[-1].line}")
+        return lines
+
+
+class needs:
+    """``with checks.needs("exercise 2 (fit)"):`` runs a demo that calls an exercise.
+
+    While the exercise is still the stub (it raises ``NotImplementedError``), the demo
+    prints what to solve first instead of stopping with a traceback, so a student who is
+    stuck can still run every cell below. Any other error is shown as usual.
+    """
+
+    def __init__(self, what: str):
+        self.what = what
+
+    def __enter__(self) -> "needs":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc_type is not None and issubclass(exc_type, NotImplementedError):
+            print(f"This demo needs {self.what}: solve it first, then run this cell again.")
+            return True
+        return False
 
 
 def _fail(name: str, problem: str, hint: str | None = None) -> None:
@@ -314,3 +363,92 @@ def expect_raises(fn: Callable, exc_type: type[BaseException] | tuple, message: 
         _fail(f"{name}({_argument_summary(args, kwargs)})",
               f"raised {type(exc).__name__}: {exc}, expected {wanted}", message)
     _fail(f"{name}({_argument_summary(args, kwargs)})", f"returned without raising {wanted}", message)
+
+
+# ---------------------------------------------------------------- hidden checks
+
+REFERENCE_FILE = "reference_observations.json"
+
+
+def _find_reference(lesson: str) -> Path | None:
+    """The lesson's reference observations on the instructor's side, or ``None``.
+
+    Looked up in ``$PTE_REFERENCE_ROOT`` (a course folder), then from the kernel's working
+    folder upwards: the lesson's own folder (Validate, nbval) or a course root holding
+    ``solutions/<lesson>/`` (``nbgrader autograde`` runs in ``autograded/<student>/<lesson>``).
+    """
+    roots = [Path(os.environ["PTE_REFERENCE_ROOT"])] if os.environ.get("PTE_REFERENCE_ROOT") else []
+    here = Path.cwd().resolve()
+    roots += [here, *here.parents]
+    for root in roots:
+        for candidate in (root / REFERENCE_FILE if root.name == lesson else None,
+                          root / "solutions" / lesson / REFERENCE_FILE):
+            if candidate is not None and candidate.is_file():
+                return candidate
+    return None
+
+
+class HiddenTests:
+    """The hidden part of one test cell: a sequence of observations of the student's results.
+
+    ``observe`` never computes the answer itself: it takes what the student's code returned
+    on the test's seeded inputs. Keep every expected value out of the hidden code.
+    """
+
+    def __init__(self, lesson: str, test: str):
+        self.lesson, self.test = lesson, test
+        self.count = 0
+        self.recording = os.environ.get("PTE_OBSERVE") == "record"
+        self.reference: list[dict] | None = None
+        if not self.recording:
+            path = _find_reference(lesson)
+            if path is None:
+                raise CheckFailed(
+                    f"{test}: the hidden tests compare with reference observations that only the instructor's "
+                    f"copy of the course holds (solutions/{lesson}/{REFERENCE_FILE}); run `make release` to "
+                    "create them.")
+            cells = json.loads(path.read_text())["cells"]
+            if test not in cells:
+                raise CheckFailed(f"{test}: no reference observations in {path}: run `make release` again.")
+            self.reference = cells[test]
+
+    def observe(self, label: str, value: Any, *, atol: float = 1e-6, rtol: float = 1e-6,
+                strides: bool = False, hint: str | None = None) -> None:
+        """Record (grading) or compare (instructor side) what the student's code produced."""
+        index = self.count
+        self.count += 1
+        try:
+            encoded = _obs.encode(value, strides=strides)
+        except _obs.TooLarge as exc:
+            encoded = {"type": "too-large", "reason": str(exc)}
+        if self.recording:
+            entry = {"test": self.test, "index": index, "label": label, "value": encoded,
+                     "atol": atol, "rtol": rtol, "hint": hint}
+            try:
+                _obs.to_json(entry)
+            except (_obs.TooLarge, ValueError) as exc:
+                entry["value"] = {"type": "too-large", "reason": str(exc)}
+            from IPython.display import display
+            display({_obs.MIME: entry}, raw=True)
+            return
+        if index >= len(self.reference):
+            raise CheckFailed(f"{self.test}: more hidden observations than the reference holds: "
+                              "the test changed since `make release`; run it again.")
+        ref = self.reference[index]
+        if ref["label"] != label:
+            raise CheckFailed(f"{self.test}: hidden observation {index + 1} is '{label}' but the reference has "
+                              f"'{ref['label']}': run `make release` again.")
+        found = _obs.compare(ref, encoded)
+        if found:
+            _fail(f"{label} (hidden test)", found[1], ref.get("hint"))
+
+    def done(self) -> None:
+        """End of the hidden part: on the instructor's side, every reference observation was made."""
+        if not self.recording and self.count != len(self.reference):
+            raise CheckFailed(f"{self.test}: {self.count} hidden observations, the reference holds "
+                              f"{len(self.reference)}: run `make release` again.")
+
+
+def hidden(lesson: str, test: str) -> HiddenTests:
+    """Start the hidden part of test cell ``test`` of ``lesson``; see :class:`HiddenTests`."""
+    return HiddenTests(lesson, test)

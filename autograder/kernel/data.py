@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from autograder.course import data_dir
+from autograder.kernel.paths import data_dir
 
 DIGITS_FILE = "digits.npz"
 DIGITS_SHAPE = (8, 8)
