@@ -45,15 +45,25 @@ def solution_body(source: str) -> str:
     return "\n".join(line for line in source.splitlines() if not MARKER_LINE.match(line))
 
 
-def load_pitfalls(lesson: str) -> dict[str, dict[str, str]]:
-    """tests/pitfalls/<lesson>.py's PITFALLS: exercise -> {pitfall description: wrong answer cell}."""
+def load_pitfall_module(lesson: str):
+    """tests/pitfalls/<lesson>.py as a module (``None`` if the lesson has none yet).
+
+    ``PITFALLS``: exercise -> {pitfall description: wrong answer cell}, each failing a visible check;
+    ``HIDDEN_ONLY``: the same shape, wrong answers that pass every visible check and fail a hidden one.
+    """
     path = PITFALL_DIR / f"{lesson}.py"
     if not path.exists():
-        return {}
+        return None
     spec = importlib.util.spec_from_file_location(f"pitfalls_{lesson}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.PITFALLS
+    return module
+
+
+def load_pitfalls(lesson: str) -> dict[str, dict[str, str]]:
+    """tests/pitfalls/<lesson>.py's PITFALLS: exercise -> {pitfall description: wrong answer cell}."""
+    module = load_pitfall_module(lesson)
+    return getattr(module, "PITFALLS", {}) if module else {}
 
 
 def make_scratch_course(root: Path, lesson_ids: list[str]) -> Path:

@@ -1,0 +1,172 @@
+"""Every listed pitfall fails its exercise's visible checks, with its message, and its hidden checks.
+
+One kernel per lesson. It runs the solution notebook's code cells in order (in
+``solutions/<lesson>/``, where the hidden checks find the reference observations). Then,
+for each wrong answer in ``tests/pitfalls/<lesson>.py``, it defines the wrong answer and
+runs the test cell of its exercise in two parts:
+
+- the visible part, as a student runs it: it must stop with a ``CheckFailed`` whose
+  message is the one stored in ``tests/pitfalls/<lesson>.messages.json`` (numbers
+  masked). A pitfall that stops failing, or a message that changes, fails here. After an
+  intended change of message, rewrite the file with ``PTE_UPDATE_MESSAGES=1``;
+- the hidden part, recording, as under ``python -m autograder grade``: the grader's own
+  judge must reject its observations.
+
+``HIDDEN_ONLY`` answers must pass the visible part and fail only the hidden one. Before
+any wrong answer, the solution's own observations must be accepted by the judge.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+import coursekit as kit
+from autograder import course
+from autograder.grading import judge
+from kernelkit import Kernel
+
+LESSONS = course.lessons()
+UPDATE = os.environ.get("PTE_UPDATE_MESSAGES") == "1"
+HIDDEN_START, HIDDEN_END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
+
+
+def split_test(source: str) -> tuple[str, str]:
+    visible, rest = source.split(HIDDEN_START, 1)
+    hidden, after = rest.split(HIDDEN_END, 1)
+    return visible, hidden + after
+
+
+def mask(message: str) -> str:
+    """The message with decimal numbers masked (they may move in the last digit between machines)."""
+    return re.sub(r"-?\d+\.\d+(?:e[-+]?\d+)?", "#", message.strip())
+
+
+def cases(kind: str) -> list[tuple[str, str, str]]:
+    found = []
+    for lesson in LESSONS:
+        module = kit.load_pitfall_module(lesson)
+        for exercise, wrong in (getattr(module, kind, None) or {}).items():
+            found += [(lesson, exercise, description) for description in wrong]
+    return found
+
+
+class LessonSession:
+    """The lesson's kernel after one run of the solution, and the outcome of every wrong answer."""
+
+    def __init__(self, lesson: str):
+        self.lesson = lesson
+        self.nb = nbformat.read(course.solution_path(lesson), as_version=4)
+        self.exercises = kit.exercises(self.nb)
+        self.reference = judge.load_reference(course.REPO_ROOT / "solutions", lesson)
+        self.kernel = Kernel(course.solution_path(lesson).parent,
+                             env=dict(os.environ, PTE_OBSERVE="compare", MPLBACKEND="agg"))
+        self.setup_error = None
+        for cell in self.nb.cells:
+            if cell.cell_type != "code":
+                continue
+            if cell.metadata.get("tags") and "requires-cuda" in cell.metadata["tags"]:
+                continue
+            result = self.kernel.run(cell.source, timeout=300)
+            if result.status != "ok" and "raises-exception" not in " ".join(cell.metadata.get("tags", [])):
+                self.setup_error = f"cell {cell.get('id')} of the solution failed: {result.ename}: {result.evalue}"
+                break
+
+    def hidden_verdict(self, exercise: str) -> judge.Verdict:
+        _, hidden = split_test(self.exercises[exercise]["test"].source)
+        self.kernel.run("import os; os.environ['PTE_OBSERVE'] = 'record'")
+        try:
+            result = self.kernel.run(hidden, timeout=300)
+        finally:
+            self.kernel.run("import os; os.environ['PTE_OBSERVE'] = 'compare'")
+        payloads = [d[judge.observations.MIME] for d in result.displays if judge.observations.MIME in d]
+        return judge.judge_cell(self.reference.get(f"test_{exercise}", []), payloads, result.status == "ok")
+
+    def try_answer(self, exercise: str, answer: str) -> dict:
+        entry = self.exercises[exercise]
+        defined = self.kernel.run(answer)
+        visible, _ = split_test(entry["test"].source)
+        seen = self.kernel.run(visible, timeout=300)
+        verdict = self.hidden_verdict(exercise)
+        restored = self.kernel.run(kit.solution_body(entry["solution"].source))
+        assert restored.status == "ok", f"the solution of {exercise} did not run: {restored.ename}: {restored.evalue}"
+        return {"defined": defined, "visible": seen, "hidden": verdict}
+
+
+_sessions: dict[str, LessonSession] = {}
+
+
+def session(lesson: str) -> LessonSession:
+    if lesson not in _sessions:
+        _sessions[lesson] = LessonSession(lesson)
+    found = _sessions[lesson]
+    assert found.setup_error is None, found.setup_error
+    return found
+
+
+@pytest.fixture(scope="module", autouse=True)
+def close_kernels():
+    yield
+    for found in _sessions.values():
+        found.kernel.close()
+    _sessions.clear()
+
+
+def messages_file(lesson: str) -> Path:
+    return kit.PITFALL_DIR / f"{lesson}.messages.json"
+
+
+_messages: dict[str, dict] = {}
+
+
+def stored_message(lesson: str, key: str, actual: str) -> str | None:
+    path = messages_file(lesson)
+    if lesson not in _messages:
+        _messages[lesson] = json.loads(path.read_text()) if path.exists() else {}
+    if UPDATE:
+        _messages[lesson][key] = actual
+        path.write_text(json.dumps(dict(sorted(_messages[lesson].items())), indent=1, ensure_ascii=False) + "\n")
+    return _messages[lesson].get(key)
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_solution_observations_are_accepted(lesson):
+    """The judge accepts what the solution records: the reference observations are current."""
+    found = session(lesson)
+    for exercise in found.exercises:
+        verdict = found.hidden_verdict(exercise)
+        assert verdict.passed, f"{lesson} test_{exercise}: {verdict.reason} (run `make release`)"
+
+
+@pytest.mark.parametrize("lesson,exercise,description", cases("PITFALLS"))
+def test_pitfall_fails_visible_and_hidden_checks(lesson, exercise, description):
+    answer = kit.load_pitfalls(lesson)[exercise][description].strip("\n")
+    outcome = session(lesson).try_answer(exercise, answer)
+    visible, verdict = outcome["visible"], outcome["hidden"]
+    assert visible.status == "error" and visible.ename == "CheckFailed", (
+        f"'{description}' passes the visible checks of {exercise} ({visible.ename}: {visible.evalue})")
+    assert len(visible.evalue.strip()) > 20, f"'{description}': the message does not explain: {visible.evalue!r}"
+    expected = stored_message(lesson, f"{exercise}: {description}", mask(visible.evalue))
+    assert expected is not None, (f"no stored message for '{description}' in {messages_file(lesson).name}: "
+                                  "run with PTE_UPDATE_MESSAGES=1 once and review the file")
+    assert mask(visible.evalue) == expected, f"the message for '{description}' changed"
+    assert not verdict.passed, f"'{description}' passes the hidden checks of {exercise}"
+
+
+@pytest.mark.parametrize("lesson,exercise,description", cases("HIDDEN_ONLY"))
+def test_hidden_only_wrong_answer_fails_only_hidden_checks(lesson, exercise, description):
+    """Grade with what grades: this wrong answer passes every visible check and fails a hidden one."""
+    answer = kit.load_pitfall_module(lesson).HIDDEN_ONLY[exercise][description].strip("\n")
+    outcome = session(lesson).try_answer(exercise, answer)
+    assert outcome["visible"].status == "ok", f"'{description}' fails a visible check: {outcome['visible'].evalue}"
+    assert not outcome["hidden"].passed, f"'{description}' passes the hidden checks of {exercise}"
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_every_lesson_has_a_hidden_only_wrong_answer(lesson):
+    hidden_only = getattr(kit.load_pitfall_module(lesson), "HIDDEN_ONLY", None) or {}
+    assert hidden_only, f"tests/pitfalls/{lesson}.py needs a HIDDEN_ONLY wrong answer"
