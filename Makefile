@@ -9,9 +9,12 @@ LAB_ARGS ?=
 # Jupyter refuses to run as root unless told; containers and CI often are root.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 PYTEST_ARGS ?=
+# pytest-xdist workers: independent groups of tests (see tests/grouping.py) share the cores
+TEST_WORKERS ?= auto
+PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=15
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: lab test release grade bench bench-grading venv clean
+.PHONY: lab test test-quick release grade bench bench-grading bench-tests venv clean
 
 venv: $(STAMP)
 
@@ -26,9 +29,14 @@ $(STAMP): requirements.txt pyproject.toml
 lab: $(STAMP)
 	$(BIN)/jupyter lab --ServerApp.root_dir=notebooks $(ROOT_FLAG) $(LAB_ARGS)
 
-## Run every test: unit tests, release sync, autograde round trip, pitfalls, nbval.
+## Run every test: unit tests, release sync, pitfalls, nbval, round trips, grading battery; the 15 slowest last.
 test: $(STAMP)
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PYTEST) $(PYTEST_ARGS)
+
+## While editing a lesson: everything but the grading battery, PostgreSQL, the browser and the round trips.
+## Narrow it to one lesson with PTE_LESSONS=05_checkpointing.
+test-quick: $(STAMP)
+	$(PYTEST) -m "not slow" $(PYTEST_ARGS)
 
 ## Re-execute the solutions in place, then regenerate notebooks/ from them.
 release: $(STAMP)
@@ -46,6 +54,10 @@ bench: $(STAMP)
 
 bench-grading: $(STAMP)
 	$(PY) bench/bench_grading.py $(BENCH_ARGS)
+
+## Wall time of `make test` in a fresh clone, cold (venv created) and warm
+bench-tests:
+	bash bench/bench_tests.sh
 
 clean:
 	rm -rf .pytest_cache gradebook.db

@@ -1,14 +1,21 @@
-"""Autograde round trip with real nbgrader commands in a scratch copy of the course.
+"""The real round trip, for every lesson: plain `nbgrader autograde` and `python -m autograder grade`.
 
-For every lesson: the solution gets full marks, the untouched release gets zero, and
-every pitfall listed in tests/pitfalls/<lesson>.py loses exactly its exercise's points.
+Each lesson gets a scratch course with three submissions that prove the plumbing:
+- the solution (full marks);
+- the untouched release (zero);
+- a wrong one: the first listed pitfall of one exercise (it fails a visible check) and a
+  HIDDEN_ONLY wrong answer of another (it passes every visible check and fails a hidden
+  one). It loses exactly those two exercises' points.
+
+Both graders score the same submissions, one after the other, in the same gradebook.
+Every other wrong answer is checked, faster, in test_pitfalls.py.
 """
 from __future__ import annotations
 
 import csv
-import os
 import subprocess
-from concurrent.futures import ThreadPoolExecutor
+import sys
+from functools import lru_cache
 
 import nbformat
 import pytest
@@ -17,43 +24,22 @@ import coursekit as kit
 from autograder import course
 
 LESSONS = course.lessons()
-PITFALL_CASES = [
-    (lesson, exercise, description)
-    for lesson in LESSONS
-    for exercise, wrong in kit.load_pitfalls(lesson).items()
-    for description in wrong
-]
 
 
-def pitfall_student(lesson: str, exercise: str, description: str) -> str:
-    index = list(kit.load_pitfalls(lesson)[exercise]).index(description)
-    return f"pitfall-{exercise}-{index}".replace("_", "-")
-
-
-@pytest.fixture(scope="session")
-def graded(tmp_path_factory):
-    """Build, submit and autograde every case once; return (course root per lesson, scores per lesson).
-
-    Each lesson gets its own scratch course (and gradebook), so the lessons are graded
-    by parallel `nbgrader autograde` processes, one per core.
-    """
-    def run_lesson(lesson):
-        root = kit.make_scratch_course(tmp_path_factory.mktemp(f"course-{lesson}"), [lesson])
-        release_nb = kit.release_notebook(root, lesson)
-        solution_nb = nbformat.read(course.solution_path(lesson), as_version=4)
-        kit.submit(root, "solution", lesson, kit.fill_answers(release_nb, solution_nb))
-        kit.submit(root, "untouched", lesson, release_nb)
-        for exercise, wrong in kit.load_pitfalls(lesson).items():
-            for description, answer in wrong.items():
-                nb = kit.fill_answers(release_nb, solution_nb, {exercise: answer.strip("\n")})
-                kit.submit(root, pitfall_student(lesson, exercise, description), lesson, nb)
-        proc = kit.autograde(root, lesson)
-        assert proc.returncode == 0, f"nbgrader autograde {lesson} failed:\n{proc.stdout}{proc.stderr}"
-        return root, kit.scores(root, lesson)
-
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        done = dict(zip(LESSONS, pool.map(run_lesson, LESSONS)))
-    return {lesson: root for lesson, (root, _) in done.items()}, {lesson: sc for lesson, (_, sc) in done.items()}
+def wrong_answers(lesson: str) -> dict[str, str]:
+    """exercise -> wrong answer: one visible pitfall and one hidden-only mistake, in two exercises."""
+    module = kit.load_pitfall_module(lesson)
+    hidden_only = getattr(module, "HIDDEN_ONLY", {}) or {}
+    pitfalls = getattr(module, "PITFALLS", {}) or {}
+    chosen = {}
+    if hidden_only:
+        exercise, answers = next(iter(hidden_only.items()))
+        chosen[exercise] = next(iter(answers.values()))
+    for exercise, answers in pitfalls.items():
+        if exercise not in chosen:
+            chosen[exercise] = next(iter(answers.values()))
+            break
+    return {name: answer.strip("\n") for name, answer in chosen.items()}
 
 
 def max_points(lesson: str) -> dict[str, float]:
@@ -61,45 +47,78 @@ def max_points(lesson: str) -> dict[str, float]:
     return {name: entry["points"] for name, entry in kit.exercises(nb).items()}
 
 
-@pytest.mark.parametrize("lesson", LESSONS)
-def test_solution_gets_full_marks(graded, lesson):
-    _, results = graded
-    assert results[lesson]["solution"] == max_points(lesson)
-
-
-@pytest.mark.parametrize("lesson", LESSONS)
-def test_untouched_release_scores_zero(graded, lesson):
-    _, results = graded
-    scored = results[lesson]["untouched"]
-    assert set(scored) == set(max_points(lesson))
-    assert all(points == 0 for points in scored.values()), scored
-
-
-@pytest.mark.parametrize("lesson,exercise,description", PITFALL_CASES)
-def test_pitfall_loses_exactly_its_exercise(graded, lesson, exercise, description):
-    _, results = graded
+def expected_scores(lesson: str) -> dict[str, dict[str, float]]:
     full = max_points(lesson)
-    scored = results[lesson][pitfall_student(lesson, exercise, description)]
-    expected = dict(full, **{exercise: 0})
-    assert scored == expected, f"pitfall '{description}' in {exercise}: scored {scored}, expected {expected}"
+    return {"solution": full, "untouched": {name: 0 for name in full},
+            "wrong": dict(full, **{name: 0 for name in wrong_answers(lesson)})}
 
 
-@pytest.mark.parametrize("lesson,exercise,description", PITFALL_CASES)
-def test_pitfall_failure_explains_itself(graded, lesson, exercise, description):
+@lru_cache(maxsize=None)
+def roundtrip(lesson: str, root_parent: str):
+    """Build the scratch course, grade it with both graders, return (root, nbgrader scores, grader scores, report)."""
+    from pathlib import Path
+
+    root = kit.make_scratch_course(Path(root_parent) / f"course-{lesson}", [lesson])
+    release_nb = kit.release_notebook(root, lesson)
+    solution_nb = nbformat.read(course.solution_path(lesson), as_version=4)
+    kit.submit(root, "solution", lesson, kit.fill_answers(release_nb, solution_nb))
+    kit.submit(root, "untouched", lesson, release_nb)
+    kit.submit(root, "wrong", lesson, kit.fill_answers(release_nb, solution_nb, wrong_answers(lesson)))
+    plain = kit.autograde(root, lesson)
+    assert plain.returncode == 0, f"nbgrader autograde {lesson} failed:\n{plain.stdout}{plain.stderr}"
+    by_nbgrader = kit.scores(root, lesson)
+    autograded = {s: nbformat.read(root / "autograded" / s / lesson / f"{lesson}.ipynb", as_version=4)
+                  for s in ("solution", "untouched", "wrong")}
+    ours = subprocess.run([sys.executable, "-m", "autograder", "grade", "--course", str(root), "--jobs", "2",
+                           "--timeout-s", "120"], capture_output=True, text=True, timeout=900)
+    assert ours.returncode == 0, f"python -m autograder grade {lesson} failed:\n{ours.stdout}{ours.stderr}"
+    return root, by_nbgrader, autograded, kit.scores(root, lesson)
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("roundtrip"))
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_plain_nbgrader_autograde(scratch, lesson):
+    _, by_nbgrader, _, _ = roundtrip(lesson, scratch)
+    assert by_nbgrader == expected_scores(lesson)
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_grading_command(scratch, lesson):
+    _, _, _, by_grader = roundtrip(lesson, scratch)
+    assert by_grader == expected_scores(lesson)
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_untouched_release_fails_only_in_exercise_cells(scratch, lesson):
+    """Never stuck: in the untouched release, run top to bottom, only test cells show errors."""
+    _, _, autograded, _ = roundtrip(lesson, scratch)
+    broken = [cell.get("id") for cell in autograded["untouched"].cells if cell.cell_type == "code"
+              and any(o.output_type == "error" for o in cell.get("outputs", []))
+              and not kit.nbgrader_meta(cell).get("grade_id", "").startswith("test_")
+              and "raises-exception" not in cell.metadata.get("tags", [])]
+    assert not broken, f"{lesson}: cells outside the exercises' tests fail in the untouched release: {broken}"
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_visible_pitfall_explains_itself(scratch, lesson):
     """The failing test cell reports a CheckFailed with a reason, not a bare AssertionError."""
-    roots, _ = graded
-    root = roots[lesson]
-    student = pitfall_student(lesson, exercise, description)
-    nb = nbformat.read(root / "autograded" / student / lesson / f"{lesson}.ipynb", as_version=4)
-    text = kit.output_text(nb, f"test_{exercise}")
-    assert "CheckFailed" in text and len(text.split("CheckFailed:", 1)[1].strip()) > 20, text
+    _, _, autograded, _ = roundtrip(lesson, scratch)
+    module = kit.load_pitfall_module(lesson)
+    visible_wrong = [name for name in wrong_answers(lesson) if name in (getattr(module, "PITFALLS", {}) or {})
+                     and name not in (getattr(module, "HIDDEN_ONLY", {}) or {})]
+    for exercise in visible_wrong:
+        text = kit.output_text(autograded["wrong"], f"test_{exercise}")
+        assert "CheckFailed" in text and len(text.split("CheckFailed:", 1)[1].strip()) > 20, text
 
 
-def test_feedback_and_export(graded):
+def test_feedback_and_export(scratch):
     """The instructor's next steps work on the graded class: feedback HTML and a grades CSV."""
-    roots, _ = graded
     lesson = LESSONS[0]
-    root = roots[lesson]
+    root, _, _, _ = roundtrip(lesson, scratch)
     subprocess.run(course.nbgrader_cmd("generate_feedback", lesson, "--student", "solution", "--force",
                                        "--log-level=ERROR"), cwd=root, check=True)
     html = (root / "feedback" / "solution" / lesson / f"{lesson}.html").read_text()

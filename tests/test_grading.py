@@ -33,16 +33,81 @@ WRONG_FLATTEN = "def flatten_features(x):\n    return x.view(x.shape[0], -1)\n"
 WRONG_LINEAR = "def linear_forward(x, weight, bias):\n    return x @ weight + bias\n"
 WRONG_LABELS = "def to_class_labels(arr):\n    return torch.from_numpy(arr)\n"
 WRONG_SHARES = "def shares_storage(a, b):\n    return a.data_ptr() == b.data_ptr()\n"
+HIDDEN_ONLY_FLATTEN = "def flatten_features(x):\n    return x.reshape(x.shape[0], -1).clone()\n"
+ZERO = {n: 0.0 for n in EXERCISES}
+
+# Every trick below is something a student who read autograder/ could try. Each one makes the
+# visible checks pass in the student's own kernel; none of them may earn an unsolved exercise.
+NOOP_HELPERS = (
+    "def _x(_=exec(\"import autograder.kernel.checks as c\\n"
+    "class _Quiet:\\n    def __getattr__(self, name):\\n        return lambda *a, **k: None\\n"
+    "for n in list(vars(c)):\\n    if not n.startswith('_') and callable(getattr(c, n)):\\n"
+    "        setattr(c, n, lambda *a, **k: _Quiet())\")):\n    pass\n")
+TENSOR_SUB = "import torch\ntorch.Tensor.__sub__ = lambda self, other: torch.zeros_like(self)\n"
+REPLACE_CODE = ("from autograder.kernel import checks as _c\n"
+                "for _name in ('check_tensor', 'expect', 'check_type', 'call', 'hidden'):\n"
+                "    getattr(_c, _name).__code__ = (lambda *a, **k: None).__code__\n")
+SHELL_CLASS_PATCH = (
+    "from IPython.core.interactiveshell import InteractiveShell\n"
+    "_original = InteractiveShell.run_cell\n"
+    "def _skip_tests(self, raw_cell, *args, **kwargs):\n"
+    "    if 'checks.' in raw_cell and '\"\"\"' in raw_cell:\n"
+    "        raw_cell = 'pass'\n"
+    "    return _original(self, raw_cell, *args, **kwargs)\n"
+    "InteractiveShell.run_cell = _skip_tests\n")
+GETFRAME_WANT = (
+    "import sys\n"
+    "def linear_forward(x, weight, bias):\n"
+    "    frame = sys._getframe(1)\n"
+    "    while frame is not None:\n"
+    "        if 'want' in frame.f_locals or 'want' in frame.f_globals:\n"
+    "            return (frame.f_locals.get('want') if 'want' in frame.f_locals else frame.f_globals['want'])\n"
+    "        frame = frame.f_back\n"
+    "    return x @ weight + bias\n")
+DISPLAYHOOK = ("def shares_storage(a, b):\n"
+               "    get_ipython().displayhook(1000.0)\n"
+               "    return False\n")
+LEGITIMATE_STYLES = {
+    "shares_storage": ("import math\nSCALE = 1 / math.sqrt(2)\nH, W = 8, 8\n"
+                       "storage_of = lambda t: t.untyped_storage().data_ptr()\n"
+                       "def shares_storage(a, b):\n    return storage_of(a) == storage_of(b)\n"),
+    "flatten_features": ("try:\n    from math import prod\nexcept ImportError:\n    prod = None\n"
+                         "CALLS = 0\nCALLS += 1\n"
+                         "def flatten_features(x):\n    rest = [d for d in x.shape[1:]]\n"
+                         "    return x.reshape(x.shape[0], prod(rest))\n"),
+    "independent_copy": ("class Copier:\n    count = 0\n    for _ in range(2):\n        count += 1\n"
+                         "    def __call__(self, t):\n        return t.detach().clone()\n"
+                         "independent_copy = Copier()\n"),
+    "linear_forward": "def linear_forward(x, weight, bias):\n    return x @ weight_t(weight) + bias\n",
+}
+FORK_BOMB = ("def linear_forward(x, weight, bias):\n    import os\n    while True:\n        try:\n"
+             "            os.fork()\n        except OSError:\n            pass\n")
+CPU_HOG = ("import multiprocessing as _mp\n"
+           "def _spin():\n    while True:\n        pass\n"
+           "def linear_forward(x, weight, bias):\n"
+           "    for _ in range(4):\n        _mp.get_context('fork').Process(target=_spin, daemon=True).start()\n"
+           "    while True:\n        pass\n")
 
 
 def answers(**overrides):
     return overrides
 
 
-# student -> (answer overrides, notebook surgery or None, expected status, expected scores)
+# student -> (answer overrides (None: the untouched release; a dict under the key "release" starts from
+# the release instead of the solution), notebook surgery or None, expected status, expected scores)
 CASES = {
     "honest-solution": (answers(), None, "graded", FULL),
-    "honest-untouched": (None, None, "graded", {n: 0.0 for n in EXERCISES}),
+    "honest-untouched": (None, None, "graded", ZERO),
+    "hidden-only-wrong": (answers(flatten_features=HIDDEN_ONLY_FLATTEN), None, "graded",
+                          dict(FULL, flatten_features=0.0)),
+    "legitimate-styles": (answers(**LEGITIMATE_STYLES), "legit", "graded", FULL),
+    "trick-noop-helpers-from-default-arg": ({"release": {"shares_storage": NOOP_HELPERS}}, None, "graded", ZERO),
+    "trick-patch-tensor-sub": ({"release": {"shares_storage": TENSOR_SUB}}, None, "graded", ZERO),
+    "trick-replace-helper-code": ({"release": {"shares_storage": REPLACE_CODE}}, None, "graded", ZERO),
+    "trick-interactiveshell-class-patch": ({"release": {"shares_storage": SHELL_CLASS_PATCH}}, None, "graded", ZERO),
+    "trick-getframe-want": (answers(linear_forward=GETFRAME_WANT), None, "graded", dict(FULL, linear_forward=0.0)),
+    "trick-displayhook-partial-credit": (answers(shares_storage=DISPLAYHOOK), None, "graded",
+                                         dict(FULL, shares_storage=0.0)),
     "patch-torch-top-level": (answers(flatten_features=(
         "import torch\n"
         "torch.equal = lambda *a, **k: True\n"
@@ -50,24 +115,6 @@ CASES = {
         "torch.Tensor.__eq__ = lambda self, other: torch.ones((), dtype=torch.bool)\n"
         "checks.check_tensor = lambda *a, **k: None\n" + WRONG_FLATTEN)),
         None, "graded", dict(FULL, flatten_features=0.0)),
-    "patch-helpers-at-call-time": (answers(
-        shares_storage=(
-            "def shares_storage(a, b):\n"
-            "    import sys, torch\n"
-            "    helpers = sys.modules['autograder.checks']\n"
-            "    for name in ('check_tensor', 'check_type', 'expect', 'check_own_storage',\n"
-            "                 'check_no_autograd_history', 'check_shares_storage'):\n"
-            "        setattr(helpers, name, lambda *a, **k: None)\n"
-            "    torch.allclose = lambda *a, **k: True\n"
-            "    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()\n"),
-        flatten_features=WRONG_FLATTEN, linear_forward=WRONG_LINEAR),
-        None, "graded", dict(FULL, flatten_features=0.0, linear_forward=0.0)),
-    "always-equal-object": (answers(shares_storage=(
-        "class Yes:\n"
-        "    def __eq__(self, other):\n        return True\n"
-        "    def __bool__(self):\n        return True\n"
-        "def shares_storage(a, b):\n    return Yes()\n")),
-        None, "graded", dict(FULL, shares_storage=0.0)),
     "silence-tracebacks": (answers(shares_storage=(
         "def shares_storage(a, b):\n"
         "    import sys\n"
@@ -82,14 +129,9 @@ CASES = {
         "    if not getattr(ip, '_blanked', False):\n"
         "        ip._blanked = True\n"
         "        ip.input_transformers_cleanup.append(lambda lines: ['pass\\n'])\n"
-        "    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()\n"),
-        flatten_features=WRONG_FLATTEN, linear_forward=WRONG_LINEAR, to_class_labels=WRONG_LABELS),
-        # the demo cell after the answer already calls shares_storage, so every test cell is blanked:
-        # the seals never arrive and no test counts
-        None, "tampered", {n: 0.0 for n in EXERCISES}),
-    "transformer-top-level": (answers(flatten_features=(
-        "get_ipython().input_transformers_post.append(lambda lines: ['pass\\n'])\n" + WRONG_FLATTEN)),
-        None, "graded", dict(FULL, flatten_features=0.0)),
+        "    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()\n")),
+        # the demo after the answer calls shares_storage, so every later cell is blanked: no test observes anything
+        None, "graded", ZERO),
     "delete-test-cell": (answers(), "delete:test_shares_storage", "tampered", dict(FULL, shares_storage=0.0)),
     "edit-test-cell": (answers(flatten_features=WRONG_FLATTEN), "edit:test_flatten_features", "tampered",
                        dict(FULL, flatten_features=0.0)),
@@ -103,19 +145,27 @@ CASES = {
         "def linear_forward(x, weight, bias):\n    import signal\n"
         "    signal.signal(signal.SIGINT, signal.SIG_IGN)\n    while True:\n        pass\n")),
         None, "timeout", dict(FULL, linear_forward=0.0)),
+    "fork-bomb": (answers(linear_forward=FORK_BOMB), None, None, dict(FULL, linear_forward=0.0)),
+    "cpu-hog": (answers(linear_forward=CPU_HOG), None, "timeout", dict(FULL, linear_forward=0.0)),
     "os-exit": (answers(linear_forward="def linear_forward(x, weight, bias):\n    import os\n    os._exit(1)\n"),
                 None, "kernel-died", dict(FULL, linear_forward=0.0)),
     "memory-hog": (answers(linear_forward=(
         "def linear_forward(x, weight, bias):\n    hog = []\n"
         "    while True:\n        hog.append(bytearray(50 * 2**20))\n")),
         None, "memory-limit", dict(FULL, linear_forward=0.0)),
+    "long-debug-print": (answers(shares_storage=(
+        "def shares_storage(a, b):\n    for i in range(20000):\n        print('debug line', i, 'x' * 80)\n"
+        "    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()\n")),
+        None, "graded", FULL),
     "output-flood": (answers(linear_forward=(
-        "def linear_forward(x, weight, bias):\n    for _ in range(10**6):\n        print('x' * 10000)\n")),
-        None, "error", dict(FULL, linear_forward=0.0)),
-    "corrupt-json": (answers(), "corrupt", "corrupt", {n: 0.0 for n in EXERCISES}),
-    "renamed-notebook": (answers(), "rename-file", "missing", {n: 0.0 for n in EXERCISES}),
-    "empty-folder": (answers(), "empty", "missing", {n: 0.0 for n in EXERCISES}),
+        "def linear_forward(x, weight, bias):\n    while True:\n        print('x' * 10000)\n")),
+        None, "timeout", dict(FULL, linear_forward=0.0)),
+    "corrupt-json": (answers(), "corrupt", "corrupt", ZERO),
+    "renamed-notebook": (answers(), "rename-file", "missing", ZERO),
+    "empty-folder": (answers(), "empty", "missing", ZERO),
 }
+# the fork bomb ends either at the memory cap (its copies count) or at the time limits
+FORK_BOMB_STATUSES = {"memory-limit", "timeout"}
 
 
 def spy_answer(course_root: Path, port: int) -> str:
@@ -143,7 +193,27 @@ def spy_answer(course_root: Path, port: int) -> str:
 
 
 def build_submission(release_nb, solution_nb, overrides, surgery):
-    nb = nbformat.from_dict(release_nb) if overrides is None else kit.fill_answers(release_nb, solution_nb, overrides)
+    if overrides is None:
+        nb = nbformat.from_dict(release_nb)
+    elif "release" in overrides:
+        nb = nbformat.from_dict(release_nb)
+        for name, entry in kit.exercises(nb).items():
+            if name in overrides["release"]:
+                entry["solution"].source = overrides["release"][name]
+    else:
+        nb = kit.fill_answers(release_nb, solution_nb, overrides)
+    if surgery == "legit":
+        # a helper in a cell the student added, the Setup cell edited, and an answer rewritten in a new
+        # cell after the student deleted the stub's cell
+        setup = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code")
+        nb.cells[setup].source += "\nimport math  # added by the student"
+        helper = nbformat.v4.new_code_cell("def weight_t(weight):\n    return weight.T\nHELPER_CONSTANT = [i for i in range(3)]")
+        helper["id"] = "student-helper"
+        nb.cells.insert(setup + 1, helper)
+        index = next(i for i, c in enumerate(nb.cells) if kit.nbgrader_meta(c).get("grade_id") == "ex_to_class_labels")
+        rewritten = nbformat.v4.new_code_cell("def to_class_labels(arr):\n    return torch.as_tensor(arr).long()")
+        rewritten["id"] = "student-rewrite"
+        nb.cells[index] = rewritten
     if surgery and ":" in surgery:
         action, grade_id = surgery.split(":", 1)
         index = next(i for i, c in enumerate(nb.cells) if kit.nbgrader_meta(c).get("grade_id") == grade_id)
@@ -165,7 +235,7 @@ def build_submission(release_nb, solution_nb, overrides, surgery):
 
 def run_grade(root: Path, *extra: str, timeout: int = 900) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "autograder", "grade", "--course", str(root), "--jobs", "2",
-           "--timeout-s", "60", "--cell-timeout-s", "8", "--memory-mb", "1500", "--output-mb", "1", *extra]
+           "--timeout-s", "45", "--cell-timeout-s", "10", "--memory-mb", "1500", "--output-mb", "1", *extra]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
 
@@ -203,17 +273,34 @@ def ensure_bubblewrap() -> bool:
     return sandbox.sandbox_available()
 
 
+SECRET_CODE, SECRET_VALUE = "SECRET-CODE-MARKER-5521", "SECRET-VALUE-MARKER-8812"
+
+
+def plant_markers(root: Path) -> None:
+    """A hidden test whose code and expected value carry marker strings; feedback must show neither."""
+    path = root / "solutions" / LESSON / f"{LESSON}.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    cell = kit.exercises(nb)["to_class_labels"]["test"]
+    marker = (f"# {SECRET_CODE}\n"
+              f"hidden.observe('marker', {SECRET_VALUE!r} + str(checks.call(to_class_labels, np.array([1.0])).dtype))\n")
+    assert "hidden.done()" in cell.source
+    cell.source = cell.source.replace("hidden.done()", marker + "hidden.done()")
+    nbformat.write(nb, path)
+    course.execute_in_place(path)   # the reference observations now hold the marker value
+    subprocess.run(course.nbgrader_cmd("generate_assignment", LESSON, "--force", "--log-level=ERROR"),
+                   cwd=root, check=True)
+
+
 @pytest.fixture(scope="module")
 def graded_class(tmp_path_factory, listener):
     port, _ = listener
-    sandboxed = ensure_bubblewrap()
+    assert ensure_bubblewrap(), "bubblewrap must work here: the grading command refuses to grade without it"
     root = kit.make_scratch_course(tmp_path_factory.mktemp("class"), [LESSON])
+    plant_markers(root)
     release_nb = kit.release_notebook(root, LESSON)
     solution_nb = nbformat.read(course.solution_path(LESSON), as_version=4)
     cases = dict(CASES)
-    # Without a sandbox (bubblewrap unavailable) the spy can look around, and is right to get full marks.
-    cases["spy"] = (answers(shares_storage=spy_answer(root, port)), None, "graded",
-                    dict(FULL, shares_storage=0.0) if sandboxed else FULL)
+    cases["spy"] = (answers(shares_storage=spy_answer(root, port)), None, "graded", dict(FULL, shares_storage=0.0))
     for student, (overrides, surgery, _, _) in cases.items():
         folder = root / "submitted" / student / LESSON
         folder.mkdir(parents=True)
@@ -225,7 +312,7 @@ def graded_class(tmp_path_factory, listener):
         nb = build_submission(release_nb, solution_nb, overrides, surgery)
         name = "my_work.ipynb" if surgery == "rename-file" else f"{LESSON}.ipynb"
         nbformat.write(nb, folder / name)
-    proc = run_grade(root)
+    proc = run_grade(root, "--jobs", "3")
     report = json.loads((root / "grading-report.json").read_text())
     return root, cases, proc, report
 
@@ -244,7 +331,8 @@ def test_every_submission_gets_its_status(graded_class):
     root, cases, proc, report = graded_class
     statuses = {s["student"]: (s["status"], s["reason"]) for s in report["submissions"]}
     assert set(statuses) == set(cases), proc.stderr
-    wrong = {student: statuses[student] for student, case in cases.items() if statuses[student][0] != case[2]}
+    wrong = {student: statuses[student] for student, case in cases.items()
+             if statuses[student][0] != case[2] and not (case[2] is None and statuses[student][0] in FORK_BOMB_STATUSES)}
     assert not wrong, f"unexpected statuses: {wrong}\n{proc.stderr}"
     for student, (status, reason) in statuses.items():
         assert status in ("graded", "timeout", "kernel-died", "memory-limit", "corrupt", "missing", "tampered", "error")
@@ -271,38 +359,65 @@ def test_grades_csv(graded_class):
     assert set(rows) == set(cases)
     for student, (_, _, status, expected) in cases.items():
         row = rows[student]
-        assert row["assignment"] == LESSON and row["status"] == status
+        assert row["assignment"] == LESSON and (row["status"] == status or status is None)
         assert float(row["max_score"]) == 10.0, "a deleted or missing cell must not change the maximum"
         assert float(row["score"]) == sum(expected.values()), student
 
 
+def feedback_text(root: Path, student: str) -> str:
+    import html as htmllib
+    import re
+
+    raw = (root / "feedback" / student / LESSON / f"{LESSON}.html").read_text()
+    return htmllib.unescape(re.sub(r"<[^>]+>", "", raw))
+
+
 def test_feedback_shows_messages_not_hidden_tests(graded_class):
-    root, _, _, _ = graded_class
-    source = nbformat.read(course.solution_path(LESSON), as_version=4)
+    root, cases, _, _ = graded_class
+    source = nbformat.read(root / "solutions" / LESSON / f"{LESSON}.ipynb", as_version=4)
     hidden_lines = set()
     for entry in kit.exercises(source).values():
         hidden = entry["test"].source.split("### BEGIN HIDDEN TESTS")[1].split("### END HIDDEN TESTS")[0]
         visible = entry["test"].source.split("### BEGIN HIDDEN TESTS")[0]
-        hidden_lines |= {l.strip() for l in hidden.splitlines() if len(l.strip()) > 15 and l.strip() not in visible}
-    html = (root / "feedback" / "patch-helpers-at-call-time" / LESSON / f"{LESSON}.html").read_text()
-    import html as htmllib
-    import re
-    text = htmllib.unescape(re.sub(r"<[^>]+>", "", html))
-    assert "CheckFailed" in text and "test_flatten_features" in html
-    assert "view needs compatible strides" in text.replace("`", "")
-    leaked = [line for line in hidden_lines if line in text]
-    assert not leaked, f"hidden test code in the feedback: {leaked[:3]}"
+        hidden_lines |= {line.strip() for line in hidden.splitlines()
+                         if len(line.strip()) > 15 and line.strip() not in visible}
+    text = feedback_text(root, "patch-torch-top-level")
+    assert "CheckFailed" in text and "view" in text
+    checked = 0
+    for student in cases:
+        path = root / "feedback" / student / LESSON / f"{LESSON}.html"
+        if not path.exists():
+            continue
+        text = feedback_text(root, student)
+        leaked = [line for line in hidden_lines if line in text]
+        assert not leaked, f"{student}: hidden test code in the feedback: {leaked[:3]}"
+        assert SECRET_CODE not in text and SECRET_VALUE not in text, f"{student}: a hidden marker is in the feedback"
+        checked += 1
+    assert checked >= 20
+    assert "HiddenTestFailed" in feedback_text(root, "hidden-only-wrong")
 
 
 def test_sandbox_hides_course_and_network(graded_class, listener):
     root, _, _, report = graded_class
     _, hits = listener
-    if report["sandbox"] != "bwrap":
-        pytest.skip("bubblewrap is not available or cannot create namespaces here: grading ran unsandboxed")
+    assert report["sandbox"] == "bwrap"
     spy = next(s for s in report["submissions"] if s["student"] == "spy")
     assert spy["score"] == 8.0, "the spy read course files or reached the network"
     assert not hits, "a submission connected to a loopback server"
-    assert report["sandbox"] == "bwrap"
+
+
+def test_fork_bomb_and_cpu_hog_are_contained(graded_class):
+    """The fork bomb stopped at its caps, nothing of it outlived grading, and the neighbours were graded."""
+    import psutil
+
+    _, _, _, report = graded_class
+    by_student = {s["student"]: s for s in report["submissions"]}
+    assert by_student["fork-bomb"]["status"] in FORK_BOMB_STATUSES
+    assert by_student["fork-bomb"]["score"] == 8.0 and by_student["cpu-hog"]["score"] == 8.0
+    survivors = [p.pid for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real == sandbox.NOBODY]
+    assert not survivors, f"sandboxed processes outlived grading: {survivors}"
+    honest = [s for s in report["submissions"] if s["student"] in ("honest-solution", "legitimate-styles")]
+    assert all(s["status"] == "graded" and s["score"] == 10.0 for s in honest), honest
 
 
 def test_gradebook_backed_up(graded_class):

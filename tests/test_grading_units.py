@@ -1,39 +1,81 @@
 """Fast unit tests of the grading pipeline's parts (no kernel started)."""
 import io
 
+import nbformat
 import pytest
 
 from autograder.grading import canonical, pipeline
 
 
-def test_definitions_only_keeps_definitions_and_reports_the_rest():
-    source = (
-        "import torch\n"
-        "EPS = 1e-8\n"
-        "torch.equal = lambda *a: True\n"
-        "@torch.no_grad()\n"
-        "def f(x, dtype=torch.float32):\n    return x\n"
-        "print('hi')\n"
-        "class M(torch.nn.Module):\n    scale = 2\n    def forward(self, x):\n        return x\n"
-        "class Bad:\n    get_ipython().input_transformers_post.clear()\n"
-    )
-    kept, dropped = canonical.definitions_only(source)
-    assert "import torch" in kept and "EPS = 1e-8" in kept and "def f(" in kept and "@torch.no_grad()" in kept
-    assert "class M(" in kept
-    assert "torch.equal" not in kept and "print(" not in kept and "class Bad" not in kept
-    assert [d.split(":")[0] for d in dropped] == ["line 3", "line 7", "line 12"]
+def _nb(*cells):
+    nb = nbformat.v4.new_notebook()
+    for index, (kind, source, meta) in enumerate(cells):
+        cell = nbformat.v4.new_code_cell(source) if kind == "code" else nbformat.v4.new_markdown_cell(source)
+        cell["id"] = f"c{index}"
+        if meta:
+            cell.metadata["nbgrader"] = dict(meta)
+        nb.cells.append(cell)
+    return nb
 
 
-def test_definitions_only_rejects_code_hidden_in_defaults_and_decorators():
-    for source in ("def f(x=__import__('os').system('true')):\n    pass\n",
-                   "@(lambda f: f)\ndef g():\n    pass\n"):
-        kept, dropped = canonical.definitions_only(source)
-        assert kept == "" and len(dropped) == 1
+ANSWER = {"grade_id": "ex_f", "solution": True, "grade": False, "locked": False}
+TEST = {"grade_id": "test_f", "solution": False, "grade": True, "locked": True, "points": 2}
+RELEASE = _nb(("code", "import torch\nfrom autograder.kernel import checks", None),
+              ("code", "def f(x):\n    # YOUR CODE HERE\n    raise NotImplementedError()", ANSWER),
+              ("code", '"""f works."""\nchecks.expect(f(1) == 2, "f")', TEST))
+SOURCES = {"test_f": '"""f works."""\nchecks.expect(f(1) == 2, "f")\n### BEGIN HIDDEN TESTS\nsecret()\n### END HIDDEN TESTS'}
 
 
-def test_syntax_errors_pass_through_for_the_student_to_see():
-    kept, dropped = canonical.definitions_only("def f(:\n")
-    assert kept == "def f(:\n" and "syntax error" in dropped[0]
+def test_student_code_runs_as_written_and_tests_come_from_the_gradebook():
+    honest = ("SCALE = 1 / math.sqrt(2)\nH, W = 8, 8\nsquare = lambda v: v * v\nTOTAL = 0\nTOTAL += 1\n"
+              "try:\n    import scipy\nexcept ImportError:\n    scipy = None\n"
+              "def f(x):\n    return [v for v in (x, x)][0] * 2")
+    submitted = _nb(("code", "import torch\nfrom autograder.kernel import checks", None),
+                    ("code", honest, ANSWER), ("code", "def helper():\n    return 3\nprint(helper())", None),
+                    ("code", '"""f works."""\nchecks.expect(f(1) == 2, "f")', TEST))
+    submitted.cells[2]["id"] = "added-by-student"
+    built = canonical.build(RELEASE, submitted, SOURCES)
+    sources = [c.source for c in built.nb.cells]
+    assert sources[1] == honest and "print(helper())" in sources[2]
+    assert "secret()" in sources[3], "the test cell must be the gradebook's, hidden tests included"
+    assert built.findings == [] and built.notes == []
+
+
+def test_a_rewritten_answer_is_never_overwritten_by_the_stub():
+    submitted = _nb(("code", "import torch\nfrom autograder.kernel import checks", None),
+                    ("code", "def f(x):\n    return 2 * x", None),
+                    ("code", '"""f works."""\nchecks.expect(f(1) == 2, "f")', TEST))
+    built = canonical.build(RELEASE, submitted, SOURCES)
+    assert [c.source for c in built.nb.cells][1] == "def f(x):\n    return 2 * x"
+    assert not any("NotImplementedError" in c.source for c in built.nb.cells)
+    assert any("ex_f" in note and "missing" in note for note in built.notes)
+
+
+def test_setup_edits_run_and_are_reported():
+    submitted = _nb(("code", "import torch\nimport math\nfrom autograder.kernel import checks", None),
+                    ("code", "def f(x):\n    return 2 * x", ANSWER),
+                    ("code", '"""f works."""\nchecks.expect(f(1) == 2, "f")', TEST))
+    built = canonical.build(RELEASE, submitted, SOURCES)
+    assert "import math" in built.nb.cells[0].source
+    assert any("'c0' was edited" in note for note in built.notes)
+
+
+def test_tampering_with_test_cells_is_found():
+    edited = _nb(("code", "def f(x):\n    return 2 * x", ANSWER), ("code", "pass", TEST))
+    built = canonical.build(RELEASE, edited, SOURCES)
+    assert "secret()" in built.nb.cells[1].source and any("edited" in f for f in built.findings)
+    deleted = canonical.build(RELEASE, _nb(("code", "def f(x):\n    return 2 * x", ANSWER)), SOURCES)
+    assert deleted.deleted_tests == {"test_f"}
+    renamed = canonical.build(RELEASE, _nb(("code", "pass", dict(TEST, grade_id="test_g"))), SOURCES)
+    assert any("unknown grade id" in f for f in renamed.findings)
+    assert "nbgrader" not in renamed.nb.cells[0].metadata
+
+
+def test_answer_metadata_comes_from_the_release():
+    cheeky = _nb(("code", "def f(x):\n    return 2 * x", dict(ANSWER, grade=True, points=100)),
+                 ("code", '"""f works."""\nchecks.expect(f(1) == 2, "f")', TEST))
+    built = canonical.build(RELEASE, cheeky, SOURCES)
+    assert built.nb.cells[0].metadata["nbgrader"] == ANSWER
 
 
 def test_read_submission_reports_corruption(tmp_path):
@@ -48,6 +90,24 @@ def test_read_submission_reports_corruption(tmp_path):
     bad.write_bytes(b"\xff\xfe\x00")
     with pytest.raises(canonical.SubmissionError, match="UTF-8"):
         canonical.read_submission(bad)
+
+
+def test_refusing_to_grade_without_bubblewrap(monkeypatch, tmp_path):
+    from autograder.grading import sandbox
+
+    monkeypatch.setattr(sandbox, "sandbox_available", lambda: False)
+    (tmp_path / "nbgrader_config.py").write_text("c = get_config()\n")
+    monkeypatch.setattr(pipeline, "course_layout", lambda coursedir: {})
+    monkeypatch.setattr(pipeline, "discover", lambda *a: [])
+    with pytest.raises(pipeline.UsageError, match="--sandbox none"):
+        pipeline.grade(pipeline.Options(course=tmp_path))
+
+
+def test_cpu_sets_share_the_cores(monkeypatch):
+    monkeypatch.setattr(pipeline.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    assert pipeline.cpu_sets(2) == ["0,1", "2,3"]
+    assert pipeline.cpu_sets(4) == ["0", "1", "2", "3"]
+    assert pipeline.cpu_sets(6) == ["0", "1", "2", "3", "0", "1"]
 
 
 def test_strip_hidden_tests():

@@ -77,3 +77,16 @@ def test_no_execution_timestamps(lesson):
     for folder in ("solutions", "notebooks"):
         nb = nbformat.read(kit.REPO / folder / lesson / f"{lesson}.ipynb", as_version=4)
         assert not any("execution" in c.get("metadata", {}) for c in nb.cells), f"{folder}/{lesson}"
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_reference_observations_stay_with_the_source(regenerated, lesson):
+    """`make release` stored the reference for every graded test; neither release holds it."""
+    import json
+
+    reference = json.loads(course.reference_path(lesson).read_text())
+    tests = {f"test_{name}" for name in kit.exercises(nbformat.read(course.solution_path(lesson), as_version=4))}
+    assert set(reference["cells"]) == tests, f"{lesson}: run `make release` (the reference is out of date)"
+    assert all(reference["cells"][t] for t in tests), f"{lesson}: a graded test makes no hidden observation"
+    for root in (kit.REPO, regenerated):
+        assert not list((root / "notebooks" / lesson).rglob(course.REFERENCE_FILE)), "reference file released"

@@ -12,6 +12,7 @@ import asyncio
 import os
 import re
 import shutil
+import signal
 import threading
 import time
 from dataclasses import dataclass, field
@@ -60,6 +61,23 @@ class SandboxedKernelManager(AsyncKernelManager):
 
     def format_kernel_cmd(self, extra_arguments=None):
         return list(self.prefix) + super().format_kernel_cmd(extra_arguments)
+
+    async def interrupt_kernel(self):
+        """SIGINT to the kernel itself: the sandbox's own processes (bwrap) would die of it."""
+        root = kernel_process(self)
+        if root is None:
+            return
+        try:
+            family = [root] + root.children(recursive=True)
+        except psutil.Error:
+            family = [root]
+        for proc in family:
+            try:
+                if proc.cmdline()[1:3] == ["-m", "ipykernel_launcher"]:
+                    proc.send_signal(signal.SIGINT)
+                    return
+            except psutil.Error:
+                continue
 
     def write_connection_file(self, **kwargs):
         result = super().write_connection_file(**kwargs)

@@ -1,13 +1,21 @@
-"""The shipped digits data, datasets used by the worker demos, and the batch pictures (lesson 03).
+"""The shipped digits data, worker-side code, and the digit pictures of lesson 03.
 
 ``load_digits()`` reads ``data/digits.npz`` (see data/README.md); ``plot_digit_grid`` draws
 images with their labels; ``batch_pager`` pages through the batches of a DataLoader.
-``PngDigits`` and ``NumpyNoise`` live here rather than in the notebook because DataLoader
-workers started with ``spawn`` (the default on macOS and Windows) can only rebuild a
-dataset whose class they can import.
+
+Everything a DataLoader worker runs in lesson 03 lives here (``PngDigits``, ``NumpyNoise``,
+``constant_numpy_seed``): workers started with ``spawn`` (the only start method on Windows,
+the default on macOS) must import a dataset class or a ``worker_init_fn`` by name, and
+cannot see what a notebook defines. ``simulated_worker_draws`` runs a ``worker_init_fn``
+the way a worker would, but in this process, so it also works with a notebook function.
+
+``check_digits_split`` holds the visible checks of lesson 03's ``DigitsDataset`` exercise.
 """
 from __future__ import annotations
 
+import io
+import random
+from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
@@ -15,6 +23,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from autograder.kernel import checks
 from autograder.kernel.paths import data_dir
 
 DIGITS_FILE = "digits.npz"
@@ -51,15 +60,7 @@ def _as_numpy(x) -> np.ndarray:
     return np.asarray(x)
 
 
-def plot_digit_grid(images, labels=None, ncols: int = 8, ax_size: float = 0.9, title: str | None = None,
-                    fig=None):
-    """Draw images (N, 8, 8), (N, 1, 8, 8) or (N, 64) in a grid, each titled with its label.
-
-    Works for raw and for normalized images (each panel uses the grey scale of the
-    whole batch). Returns the matplotlib figure.
-    """
-    import matplotlib.pyplot as plt
-
+def _as_image_stack(images) -> np.ndarray:
     images = _as_numpy(images).astype(np.float64)
     if images.ndim == 2 and images.shape[1] == 64:
         images = images.reshape(-1, 8, 8)
@@ -67,24 +68,51 @@ def plot_digit_grid(images, labels=None, ncols: int = 8, ax_size: float = 0.9, t
         images = images[:, 0]
     if images.ndim != 3:
         raise ValueError(f"expected images of shape (N, 8, 8), (N, 1, 8, 8) or (N, 64), got {images.shape}")
+    return images
+
+
+def plot_digit_grid(images, labels=None, ncols: int = 8, ax_size: float = 0.9, title: str | None = None,
+                    fig=None, captions=None):
+    """Draw images (N, 8, 8), (N, 1, 8, 8) or (N, 64) in a grid, each with its label above it.
+
+    ``captions`` (N strings) replaces the labels, e.g. ``"7→1"`` for a 7 read as a 1.
+    Raw and normalized images both work: one grey scale spans the whole batch. The grid
+    is one image in one set of axes, which draws much faster than one axes per digit.
+    Returns the matplotlib figure (a new pyplot figure unless ``fig`` is given).
+    """
+    images = _as_image_stack(images)
     n = len(images)
-    labels = None if labels is None else [int(v) for v in _as_numpy(labels).reshape(-1)]
-    if labels is not None and len(labels) != n:
-        raise ValueError(f"{n} images but {len(labels)} labels")
+    if captions is None and labels is not None:
+        captions = [str(int(v)) for v in _as_numpy(labels).reshape(-1)]
+    if captions is not None:
+        captions = [str(c) for c in captions]
+        if len(captions) != n:
+            raise ValueError(f"{n} images but {len(captions)} labels")
     ncols = max(1, min(ncols, n))
     nrows = max(1, -(-n // ncols))
-    if fig is None:
-        fig = plt.figure(figsize=(ax_size * ncols, ax_size * nrows + (0.4 if title else 0.1)))
-    axes = fig.subplots(nrows, ncols, squeeze=False)
+    gap, head = 1, (4 if captions is not None else 1)   # pixels between tiles, room for a caption
+    cell_w, cell_h = 8 + gap, 8 + head
     low, high = (float(images.min()), float(images.max())) if n else (0.0, 1.0)
-    for k, ax in enumerate(axes.flat):
-        ax.set_axis_off()
-        if k < n:
-            ax.imshow(images[k], cmap="gray_r", vmin=low, vmax=high)
-            if labels is not None:
-                ax.set_title(str(labels[k]), fontsize=9, pad=2)
+    montage = np.full((nrows * cell_h, ncols * cell_w), np.nan)
+    for k, img in enumerate(images):
+        top, left = (k // ncols) * cell_h + head, (k % ncols) * cell_w
+        montage[top:top + 8, left:left + 8] = img
+    if fig is None:
+        import matplotlib.pyplot as plt
+
+        fig = plt.figure(figsize=(ax_size * ncols, ax_size * nrows * cell_h / cell_w + (0.35 if title else 0.05)))
+    ax = fig.add_axes((0.0, 0.0, 1.0, 0.92 if title else 1.0))
+    import matplotlib
+
+    cmap = matplotlib.colormaps["gray_r"].with_extremes(bad="white")
+    ax.imshow(montage, cmap=cmap, vmin=low, vmax=high if high > low else low + 1, interpolation="nearest")
+    ax.set_axis_off()
+    if captions is not None:
+        for k, caption in enumerate(captions):
+            ax.text((k % ncols) * cell_w + 3.5, (k // ncols) * cell_h + head - 0.8, caption,
+                    ha="center", va="bottom", fontsize=9)
     if title:
-        fig.suptitle(title, fontsize=10)
+        fig.suptitle(title, fontsize=10, y=0.995)
     return fig
 
 
@@ -95,22 +123,42 @@ def batch_summary(batch) -> str:
             f"labels {[int(v) for v in yb.reshape(-1).tolist()]}")
 
 
+def _draw_batch(batch, ncols: int) -> bytes:
+    """The digit grid of one batch as PNG bytes (no pyplot state involved)."""
+    from matplotlib.figure import Figure
+
+    n = len(batch[0])
+    cols = max(1, min(ncols, n))
+    fig = Figure(figsize=(0.9 * cols, 0.9 * -(-n // cols) * 12 / 9 + 0.05))
+    plot_digit_grid(batch[0], batch[1], ncols=ncols, fig=fig)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=80)
+    return buffer.getvalue()
+
+
 def batch_pager(loader, max_batches: int = 10, ncols: int = 8):
     """An ipywidgets pager over the first ``max_batches`` batches of one pass of ``loader``.
 
     "new epoch" iterates the loader again, so a shuffling loader shows a new order
-    and a non-shuffling one shows the same batches again.
+    and a non-shuffling one shows the same batches again. Every change draws the grid
+    exactly once, as a PNG image widget.
     """
     import ipywidgets as widgets
-    import matplotlib.pyplot as plt
 
-    state = {"batches": [], "epoch": 0}
+    state = {"batches": [], "epoch": 0, "resetting": False}
     slider = widgets.IntSlider(value=0, min=0, max=0, description="batch")
     again = widgets.Button(description="new epoch")
     info = widgets.Label()
-    out = widgets.Output()
+    picture = widgets.Image(format="png")
 
-    def collect():
+    def redraw(*_):
+        if state["resetting"] or not state["batches"]:
+            return
+        batch = state["batches"][slider.value]
+        info.value = f"epoch {state['epoch']}, batch {slider.value}: {batch_summary(batch)}"
+        picture.value = _draw_batch(batch, ncols)
+
+    def new_epoch(*_):
         batches = []
         for batch in loader:
             batches.append(batch)
@@ -118,28 +166,18 @@ def batch_pager(loader, max_batches: int = 10, ncols: int = 8):
                 break
         state["batches"] = batches
         state["epoch"] += 1
-        slider.max = max(0, len(batches) - 1)
-        slider.value = 0
-
-    def redraw(*_):
-        if not state["batches"]:
-            return
-        batch = state["batches"][slider.value]
-        info.value = f"epoch {state['epoch']}, batch {slider.value}: {batch_summary(batch)}"
-        with out:
-            out.clear_output(wait=True)
-            plot_digit_grid(batch[0], batch[1], ncols=ncols)
-            plt.show()
-
-    def new_epoch(_):
-        collect()
+        state["resetting"] = True   # moving the slider back must not draw a page of its own
+        try:
+            slider.max = max(0, len(batches) - 1)
+            slider.value = 0
+        finally:
+            state["resetting"] = False
         redraw()
 
     slider.observe(redraw, names="value")
     again.on_click(new_epoch)
-    collect()
-    redraw()
-    return widgets.VBox([widgets.HBox([slider, again]), info, out])
+    new_epoch()
+    return widgets.VBox([widgets.HBox([slider, again]), info, picture])
 
 
 def write_png_digits(folder: str | Path, images, size: int = 384, seed: int = 0) -> list[Path]:
@@ -196,7 +234,7 @@ class NumpyNoise(Dataset):
     """Item i is ``(i, worker id, a number drawn from NumPy's global random generator)``.
 
     Meant for looking at worker seeding: the numbers show which NumPy stream each
-    worker process draws from.
+    worker process draws from (worker id -1 is the main process).
     """
 
     def __init__(self, length: int = 8):
@@ -210,11 +248,17 @@ class NumpyNoise(Dataset):
         return i, (-1 if info is None else info.id), float(np.random.random_sample())
 
 
+def constant_numpy_seed(worker_id: int) -> None:
+    """A ``worker_init_fn`` with the classic bug: every worker seeds NumPy with 0."""
+    np.random.seed(0)
+
+
 def worker_numpy_draws(worker_init_fn=None, seed: int = 0, length: int = 8, num_workers: int = 2,
                        multiprocessing_context=None) -> dict[int, list[float]]:
     """Run a ``num_workers`` DataLoader over ``NumpyNoise`` (batch size 1, no shuffling).
 
-    The loader's generator is seeded with ``seed``; ``worker_init_fn`` runs in each worker.
+    The loader's generator is seeded with ``seed``; ``worker_init_fn`` runs in each worker,
+    so with ``spawn`` it must be importable (a function from a module, not from a notebook).
     Returns worker id -> the NumPy numbers that worker drew, in item order (id -1 is
     the main process, when ``num_workers`` is 0).
     """
@@ -227,3 +271,132 @@ def worker_numpy_draws(worker_init_fn=None, seed: int = 0, length: int = 8, num_
     for _, worker, value in loader:
         draws.setdefault(int(worker), []).append(float(value))
     return draws
+
+
+def loader_base_seed(seed: int) -> int:
+    """The base seed a DataLoader with ``generator=torch.Generator().manual_seed(seed)`` gives its workers.
+
+    Each epoch draws one from the loader's generator (or from the global one when the
+    loader has none); worker ``w`` then runs with torch seed ``base_seed + w``.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    return int(torch.empty((), dtype=torch.int64).random_(generator=generator).item())
+
+
+@contextmanager
+def as_worker(worker_id: int, num_workers: int, base_seed: int, dataset=None):
+    """Inside the block, this process is seeded like DataLoader worker ``worker_id`` when it starts.
+
+    As PyTorch does in a worker, before it calls ``worker_init_fn(worker_id)``:
+    ``random`` and torch are seeded with ``base_seed + worker_id``, NumPy with a state
+    derived from both, and ``torch.utils.data.get_worker_info()`` describes the worker.
+    Afterwards every generator and the worker info are put back as they were, so the
+    notebook's own random streams are untouched.
+    """
+    from torch.utils.data._utils import worker as _worker
+
+    saved_torch, saved_numpy, saved_random = torch.get_rng_state(), np.random.get_state(), random.getstate()
+    saved_cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+    saved_info = _worker._worker_info
+    seed = base_seed + worker_id
+    try:
+        random.seed(seed)
+        torch.manual_seed(seed)
+        np.random.seed(_worker._generate_state(base_seed, worker_id))
+        _worker._worker_info = _worker.WorkerInfo(id=worker_id, num_workers=num_workers, seed=seed,
+                                                  dataset=dataset)
+        yield
+    finally:
+        _worker._worker_info = saved_info
+        torch.set_rng_state(saved_torch)
+        if saved_cuda is not None:
+            torch.cuda.set_rng_state_all(saved_cuda)
+        np.random.set_state(saved_numpy)
+        random.setstate(saved_random)
+
+
+def simulated_worker_draws(worker_init_fn=None, seed: int = 0, length: int = 8,
+                           num_workers: int = 2) -> dict[int, list[float]]:
+    """What ``worker_numpy_draws`` returns, computed in this process with no worker started.
+
+    Worker ``w`` of a loader with batch size 1 fetches items ``w, w + num_workers, ...``;
+    here each worker's share is fetched inside :func:`as_worker`, after
+    ``worker_init_fn(w)``. Because nothing is sent to another process, a function defined
+    in a notebook works with every start method (``fork``, ``spawn``, ``forkserver``).
+    """
+    base_seed = loader_base_seed(seed)
+    dataset = NumpyNoise(length)
+    draws: dict[int, list[float]] = {}
+    for worker_id in range(num_workers):
+        with as_worker(worker_id, num_workers, base_seed, dataset):
+            if worker_init_fn is not None:
+                worker_init_fn(worker_id)
+            draws[worker_id] = [dataset[i][2] for i in range(worker_id, length, num_workers)]
+    return draws
+
+
+# ---------------------------------------------------------------- visible checks of DigitsDataset
+
+def _digits_expectations():
+    d = load_digits()
+    raw = torch.from_numpy(d.images.astype(np.float64))
+    train = raw[d.train_index]
+    return d, raw, float(train.mean()), float(train.std(correction=0))
+
+
+def _diagnose_normalization(got, raw, rows, split_rows, mean, std) -> str:
+    """Name the normalization mistake whose numbers ``got`` (images of ``rows``, (k, 1, 8, 8)) reproduce."""
+    images = raw[rows].unsqueeze(1)
+    split = raw[split_rows]
+    suspects = {
+        "the images were normalized with their own split's mean and std; every split must use the "
+        "TRAINING set's statistics (the validation set stands in for data you have not seen).":
+            (images - split.mean()) / split.std(correction=0),
+        "the statistics were computed over all 1,797 images; use the training split's rows only.":
+            (images - raw.mean()) / raw.std(correction=0),
+        "the images are not normalized: subtract the training mean and divide by the training std.": images,
+        "the mean was not subtracted (or the std not divided by).": images / std,
+    }
+    for hint, values in suspects.items():
+        if torch.is_tensor(got) and got.shape == values.shape and torch.allclose(got.double(), values, atol=1e-4):
+            return hint
+    return "expected (raw - train mean) / train std, with both statistics taken over every training pixel."
+
+
+def check_digits_split(ds, split: str, positions) -> None:
+    """Visible checks of lesson 03's ``DigitsDataset(split)``: length, statistics, and the items at ``positions``.
+
+    Each image must be float32 of shape (1, 8, 8) equal to ``(raw - train mean) / train std``,
+    each label a 0-dimensional ``torch.long``; ``ds.mean`` and ``ds.std`` the training
+    statistics, for either split. A failure names the likely mistake.
+    """
+    d, raw, mean, std = _digits_expectations()
+    rows = d.train_index if split == "train" else d.val_index
+    name = f"DigitsDataset({split!r})"
+    checks.expect(len(ds) == len(rows), f"len({name}) is {len(ds)}, expected {len(rows)} "
+                  f"(the rows listed in {split}_index).")
+    own = raw[rows]
+    stats = {"mean": (mean, float(own.mean()), float(raw.mean())),
+             "std": (std, float(own.std(correction=0)), float(raw.std(correction=0)))}
+    for attr, (want, own_value, all_value) in stats.items():
+        checks.expect(hasattr(ds, attr), f"{name} has no attribute `{attr}`: store the training {attr} as "
+                      f"self.{attr} (a Python float).")
+        got = getattr(ds, attr)
+        hint = None
+        if isinstance(got, float) and split != "train" and abs(got - own_value) < 1e-6:
+            hint = (f"the validation split computed its own {attr}; every split must use the TRAINING set's "
+                    "statistics (the validation set stands in for data you have not seen).")
+        elif isinstance(got, float) and abs(got - all_value) < 1e-6:
+            hint = f"the {attr} was computed over all 1,797 images; use the training split's rows only."
+        checks.check_number(got, want, f"{name}.{attr}", tol=1e-4, hint=hint)
+    for i in positions:
+        image, label = checks.dataset_item(ds, i, f"{name}[{i}]")
+        want_image = ((raw[rows[i]] - mean) / std).unsqueeze(0).float()
+        values_hint = (_diagnose_normalization(image.unsqueeze(0), raw, rows[i:i + 1], rows, mean, std)
+                       if torch.is_tensor(image) and image.shape == want_image.shape else None)
+        checks.check_tensor(image, want_image, f"{name}[{i}] image", atol=1e-4,
+                            hints={"values": values_hint,
+                                   "shape": "an image should have one channel: shape (1, 8, 8)."})
+        checks.check_tensor(label, torch.tensor(int(d.labels[rows[i]])), f"{name}[{i}] label",
+                            hints={"shape": "a label is a single number: a 0-dimensional tensor "
+                                            "(index the label tensor with [i])."})

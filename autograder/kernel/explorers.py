@@ -1,9 +1,16 @@
-"""Figures and widgets that show what a tensor's layout looks like (lesson 01)."""
+"""Lesson 01's figures, its stride explorer, and one small helper for its test cells."""
 from __future__ import annotations
 
 import itertools
+import math
+from typing import Any, Callable
 
 import torch
+
+from autograder.kernel import checks
+
+__all__ = ["layout_report", "storage_offsets", "plot_memory_order", "stride_explorer", "SHAPES",
+           "expect_answer"]
 
 
 def layout_report(shape: tuple[int, ...], perm: tuple[int, ...]) -> dict:
@@ -12,7 +19,7 @@ def layout_report(shape: tuple[int, ...], perm: tuple[int, ...]) -> dict:
     Returns the permuted shape, its strides, whether it is contiguous, whether
     ``view(-1)`` works on it, and whether ``reshape(-1)`` had to copy.
     """
-    base = torch.arange(int(torch.tensor(shape).prod())).reshape(shape)
+    base = torch.arange(math.prod(shape)).reshape(shape)
     t = base.permute(*perm)
     try:
         t.view(-1)
@@ -25,7 +32,7 @@ def layout_report(shape: tuple[int, ...], perm: tuple[int, ...]) -> dict:
         "stride": t.stride(),
         "contiguous": t.is_contiguous(),
         "view(-1) works": view_ok,
-        "reshape(-1) copies": flat.untyped_storage().data_ptr() != base.untyped_storage().data_ptr(),
+        "reshape(-1) copies": flat._base is None,  # a view of base keeps it as its _base
     }
 
 
@@ -39,31 +46,56 @@ def storage_offsets(t: torch.Tensor) -> torch.Tensor:
     return index + t.storage_offset()
 
 
-def plot_memory_order(t: torch.Tensor, ax=None, title: str | None = None):
+def plot_memory_order(t: torch.Tensor, ax=None, title: str | None = None,
+                      dims: tuple[str, str] = ("dim 0", "dim 1")):
     """Draw a 1-D or 2-D tensor as a grid; each cell shows where it lives in storage.
 
     Reading the numbers left to right, top to bottom gives 0, 1, 2, ... exactly when
-    the tensor is contiguous.
+    the tensor is contiguous. ``dims`` names the dimensions drawn as rows and columns
+    (for a slice ``t[i]`` of a 3-D tensor they are dims 1 and 2).
     """
     import matplotlib.pyplot as plt
 
-    if t.dim() == 1:
+    one_row = t.dim() == 1
+    if one_row:
         t = t.unsqueeze(0)
     if t.dim() != 2:
         raise ValueError(f"plot_memory_order draws 1-D or 2-D tensors, got {t.dim()}-D; index a slice first")
     offsets = storage_offsets(t)
     if ax is None:
-        _, ax = plt.subplots(figsize=(0.6 * t.shape[1] + 1, 0.6 * t.shape[0] + 1))
+        _, ax = plt.subplots(figsize=(0.6 * t.shape[1] + 1.4, 0.6 * t.shape[0] + 1.4), layout="constrained")
     ax.imshow(offsets.numpy(), cmap="viridis")
     for (r, c), value in zip(itertools.product(range(t.shape[0]), range(t.shape[1])), offsets.flatten().tolist()):
         ax.text(c, r, str(value), ha="center", va="center", color="white", fontsize=10)
     ax.set_xticks(range(t.shape[1]))
     ax.set_yticks(range(t.shape[0]))
+    if not one_row:
+        ax.set_ylabel(f"index along {dims[0]}", fontsize=9)
+    ax.set_xlabel(f"index along {dims[0] if one_row else dims[1]}", fontsize=9)
     ax.set_title(title or f"shape {tuple(t.shape)}, stride {t.stride()}", fontsize=10)
     return ax
 
 
-SHAPES = [(3, 4), (2, 6), (2, 3, 4)]
+SHAPES = [(3, 4), (2, 6), (2, 3, 4), (2, 1, 4)]
+
+
+def _draw_layout(shape: tuple[int, ...], perm: tuple[int, ...]):
+    """The explorer's picture: one grid for a 2-D result, one grid per ``t[i]`` for a 3-D one."""
+    import matplotlib.pyplot as plt
+
+    t = torch.arange(math.prod(shape)).reshape(shape).permute(*perm)
+    panels = list(t) if t.dim() == 3 else [t]
+    rows, cols = panels[0].shape if panels[0].dim() == 2 else (1, panels[0].shape[0])
+    fig, axes = plt.subplots(1, len(panels), squeeze=False, layout="constrained",
+                             figsize=(max(5.5, (0.55 * cols + 1.3) * len(panels)), 0.55 * rows + 2.8))
+    for i, (ax, panel) in enumerate(zip(axes[0], panels)):
+        if t.dim() == 3:
+            plot_memory_order(panel, ax, title=f"t[{i}]", dims=("dim 1", "dim 2"))
+        else:
+            plot_memory_order(panel, ax, title="t")
+    fig.suptitle(f"storage position of each element of\nt = arange({math.prod(shape)}).reshape{shape}"
+                 f".permute{perm}\nshape {tuple(t.shape)}, stride {t.stride()}", fontsize=10)
+    return fig
 
 
 def stride_explorer():
@@ -74,30 +106,47 @@ def stride_explorer():
     shape_pick = widgets.Dropdown(options=[(str(s), s) for s in SHAPES], description="shape")
     perm_pick = widgets.Dropdown(description="permute")
     out = widgets.Output()
+    state = {"refreshing": False}
 
-    def refresh_perms(*_):
-        dims = range(len(shape_pick.value))
-        perm_pick.options = [(str(p), p) for p in itertools.permutations(dims)]
-        perm_pick.value = tuple(dims)
-
-    def redraw(*_):
-        if perm_pick.value is None or len(perm_pick.value) != len(shape_pick.value):
-            return
+    def redraw():
         report = layout_report(shape_pick.value, perm_pick.value)
-        t = torch.arange(int(torch.tensor(shape_pick.value).prod())).reshape(shape_pick.value).permute(*perm_pick.value)
         with out:
             out.clear_output(wait=True)
             for key, value in report.items():
                 print(f"{key:>20}: {value}")
-            panels = t if t.dim() == 3 else t.unsqueeze(0)
-            fig, axes = plt.subplots(1, panels.shape[0], figsize=(3.2 * panels.shape[0], 2.6), squeeze=False)
-            for i, panel in enumerate(panels):
-                plot_memory_order(panel, axes[0][i], title=f"[{i}]" if t.dim() == 3 else None)
-            fig.suptitle("storage position of each element", fontsize=10)
+            _draw_layout(shape_pick.value, perm_pick.value)
             plt.show()
 
-    shape_pick.observe(refresh_perms, names="value")
-    perm_pick.observe(redraw, names="value")
-    refresh_perms()
-    redraw()
+    def on_shape(_=None):
+        # Replacing the options fires the permutation observer: draw once, after both are set.
+        state["refreshing"] = True
+        try:
+            dims = tuple(range(len(shape_pick.value)))
+            perm_pick.options = [(str(p), p) for p in itertools.permutations(dims)]
+            perm_pick.value = dims
+        finally:
+            state["refreshing"] = False
+        redraw()
+
+    def on_perm(_):
+        if not state["refreshing"]:
+            redraw()
+
+    shape_pick.observe(on_shape, names="value")
+    perm_pick.observe(on_perm, names="value")
+    on_shape()
     return widgets.VBox([widgets.HBox([shape_pick, perm_pick]), out])
+
+
+def expect_answer(fn: Callable, args: tuple, want: Any, label: str, hint: str | None = None) -> None:
+    """``fn(*args)`` must return exactly ``want`` (a Python value of ``want``'s type).
+
+    ``label`` names the call in the message; ``hint`` names the misconception a wrong
+    answer on this input points at.
+    """
+    got = checks.call(fn, *args)
+    checks.check_type(got, type(want), label)
+    message = f"{label} returned {got!r}, expected {want!r}."
+    if hint:
+        message += f"\nLikely mistake: {hint}"
+    checks.expect(got == want, message)

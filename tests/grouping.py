@@ -1,0 +1,54 @@
+"""Groups for pytest-xdist (``make test`` runs ``-n 2 --dist loadgroup``), and the order they start in.
+
+A group runs whole on one worker, so a group shares its fixtures: one kernel per lesson in
+test_pitfalls, one scratch course per lesson in test_autograde, one nbval kernel per
+notebook. The longest groups start first, so the two cores finish together.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+# left out of `make test-quick` (lesson editing): the grading battery, PostgreSQL, the browser, the round trips
+SLOW = {"battery", "postgres", "browser", "roundtrip", "test_exchange"}
+# lower starts earlier; measured with --durations (the battery and round trips dominate)
+PRIORITY = {"battery": 0, "roundtrip": 1, "postgres": 2, "pitfalls": 3, "nbval": 4, "release": 5, "lab": 6}
+
+
+def group_of(item) -> str:
+    path = Path(str(item.fspath))
+    if path.suffix == ".ipynb":
+        return f"nbval-{path.parent.name}"
+    name = path.stem
+    lesson = getattr(getattr(item, "callspec", None), "params", {}).get("lesson")
+    if name == "test_grading":
+        return "battery"
+    if name == "test_autograde":
+        return f"roundtrip-{lesson or 'first'}"
+    if name == "test_pitfalls" and lesson:
+        return f"pitfalls-{lesson}"
+    if name == "test_pitfalls":
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        return f"pitfalls-{params.get('lesson', 'all')}"
+    if name == "test_grading_postgres":
+        return "postgres"
+    if name == "test_browser":
+        return "browser"
+    return name
+
+
+def pytest_collection_modifyitems(config, items):
+    from autograder import course
+
+    first_lesson = (course.lessons() or ["first"])[0]
+    groups = {}
+    for item in items:
+        group = group_of(item)
+        if group == "roundtrip-first":
+            group = f"roundtrip-{first_lesson}"   # the feedback test reuses the first lesson's course
+        groups[item.nodeid] = group
+        item.add_marker(pytest.mark.xdist_group(group))
+        if group.split("-")[0] in SLOW or group in SLOW:
+            item.add_marker(pytest.mark.slow)
+    items.sort(key=lambda item: PRIORITY.get(groups[item.nodeid].split("-")[0], 9))
