@@ -31,6 +31,7 @@ lab: $(STAMP)
 
 ## Run every test: unit tests, release sync, pitfalls, nbval, round trips, grading battery; the 15 slowest last.
 test: $(STAMP)
+	bash tools/system-deps.sh
 	$(PYTEST) $(PYTEST_ARGS)
 
 ## While editing a lesson: everything but the grading battery, PostgreSQL, the browser and the round trips.

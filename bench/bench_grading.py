@@ -46,15 +46,46 @@ def timed(cmd: list[str], cwd: Path) -> float:
     return time.perf_counter() - start
 
 
+HOG = ("import multiprocessing as _mp\n"
+       "def _spin():\n    while True:\n        pass\n"
+       "for _ in range(4):\n    _mp.get_context('fork').Process(target=_spin, daemon=True).start()\n")
+
+
+def neighbour_seconds(work: Path, lesson: str, with_hog: bool, jobs: int) -> float:
+    """The honest student's execution time when graded beside a CPU hog (or beside another honest one)."""
+    root = work / f"hog-{with_hog}"
+    kit.make_scratch_course(root, [lesson])
+    release_nb = kit.release_notebook(root, lesson)
+    solution_nb = nbformat.read(course.solution_path(lesson), as_version=4)
+    honest = kit.fill_answers(release_nb, solution_nb)
+    kit.submit(root, "a-honest", lesson, honest)
+    other = nbformat.from_dict(honest)
+    if with_hog:
+        setup = next(c for c in other.cells if c.cell_type == "code")
+        setup.source += "\n" + HOG
+    kit.submit(root, "b-other", lesson, other)
+    timed([sys.executable, "-m", "autograder", "grade", "--course", str(root), "--jobs", str(jobs),
+           "--cell-timeout-s", "300"], root)
+    report = json.loads((root / "grading-report.json").read_text())
+    return next(s["execution_seconds"] for s in report["submissions"] if s["student"] == "a-honest")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--students", type=int, default=20)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--lessons", nargs="*", default=None)
+    parser.add_argument("--hog-only", action="store_true", help="only the CPU-hog neighbour measurement")
     args = parser.parse_args()
     lessons = args.lessons or course.lessons()
     work = Path(tempfile.mkdtemp(prefix="pte-bench-"))
     try:
+        quiet = neighbour_seconds(work, lessons[0], False, args.jobs)
+        noisy = neighbour_seconds(work, lessons[0], True, args.jobs)
+        print(f"honest neighbour's execution, {lessons[0]}, --jobs {args.jobs}: beside an honest student "
+              f"{quiet:.1f} s, beside a 4-process CPU hog {noisy:.1f} s", flush=True)
+        if args.hog_only:
+            return 0
         serial_root = build_class(work / "serial", lessons, args.students)
         ours_root = work / "ours"
         shutil.copytree(serial_root, ours_root)

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from autograder import checks
-from autograder.checks import CheckFailed
+from autograder.kernel import checks
+from autograder.kernel.checks import CheckFailed
 
 
 def failure(fn, *args, **kwargs) -> str:

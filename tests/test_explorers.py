@@ -1,12 +1,22 @@
-"""The stride explorer's facts and pictures are right (lesson 01's 'Look')."""
+"""Lesson 01's package code: the stride explorer's facts and pictures, and its test-cell helper."""
 import matplotlib
 
 matplotlib.use("Agg")
 
+from unittest import mock
+
+import matplotlib.pyplot as plt
 import pytest
 import torch
 
-from autograder import explorers
+from autograder.kernel import explorers
+from autograder.kernel.checks import CheckFailed
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
 
 
 def test_layout_report_contiguous_and_permuted():
@@ -19,25 +29,76 @@ def test_layout_report_contiguous_and_permuted():
     assert report["view(-1) works"] is False and report["reshape(-1) copies"] is True
 
 
+def test_a_size_one_shape_answers_try_it_1():
+    """Try-it 1 asks for a non-identity permutation that view(-1) accepts: the explorer offers one."""
+    assert any(1 in shape for shape in explorers.SHAPES)
+    moved = explorers.layout_report((2, 1, 4), (1, 0, 2))
+    assert moved["shape"] == (1, 2, 4) and moved["contiguous"] and moved["view(-1) works"]
+    assert not moved["reshape(-1) copies"]
+    for perm in [(1, 0, 2), (0, 2, 1), (2, 0, 1), (1, 2, 0), (2, 1, 0)]:  # none works without a size-1 dim
+        assert explorers.layout_report((2, 3, 4), perm)["view(-1) works"] is False
+
+
 def test_storage_offsets_match_torch():
     base = torch.arange(24).reshape(2, 3, 4)
     for t in (base, base.permute(2, 0, 1), base[:, 1:, ::2], base[1]):
         assert torch.equal(explorers.storage_offsets(t), t)  # arange: each value is its own offset
 
 
-def test_plot_memory_order_labels_cells_with_storage_positions():
+def test_plot_memory_order_labels_cells_and_axes():
     ax = explorers.plot_memory_order(torch.arange(6).reshape(2, 3).t())
     labels = [text.get_text() for text in ax.texts]
     assert labels == ["0", "3", "1", "4", "2", "5"]
     assert "stride (1, 3)" in ax.get_title()
+    assert ax.get_xlabel() == "index along dim 1" and ax.get_ylabel() == "index along dim 0"
+    row = explorers.plot_memory_order(torch.arange(4))
+    assert row.get_xlabel() == "index along dim 0" and row.get_ylabel() == ""
     with pytest.raises(ValueError, match="1-D or 2-D"):
         explorers.plot_memory_order(torch.zeros(2, 2, 2))
 
 
-def test_stride_explorer_builds_and_reacts():
-    box = explorers.stride_explorer()
-    shape_pick, perm_pick = box.children[0].children
-    shape_pick.value = (2, 3, 4)
-    assert len(perm_pick.options) == 6
-    perm_pick.value = (2, 1, 0)
-    assert perm_pick.value == (2, 1, 0)
+def _overlaps(a, b) -> bool:
+    return a.x0 < b.x1 and b.x0 < a.x1 and a.y0 < b.y1 and b.y0 < a.y1
+
+
+@pytest.mark.parametrize("shape, perm", [((3, 4), (1, 0)), ((2, 3, 4), (2, 1, 0)), ((2, 1, 4), (0, 2, 1))])
+def test_explorer_picture_keeps_its_title_clear_of_the_panels(shape, perm):
+    fig = explorers._draw_layout(shape, perm)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    title = fig._suptitle.get_window_extent(renderer)
+    assert f"permute{perm}" in fig._suptitle.get_text()
+    for ax in fig.axes:
+        assert ax.get_xlabel().startswith("index along") and ax.get_ylabel().startswith("index along")
+        assert not _overlaps(title, ax.title.get_window_extent(renderer)), "suptitle overlaps a panel title"
+        assert not _overlaps(title, ax.get_window_extent(renderer)), "suptitle overlaps a panel"
+        assert title.x0 >= 0 and title.x1 <= fig.bbox.width, "suptitle is cut off"
+
+
+def test_stride_explorer_builds_and_draws_once_per_change():
+    shows = []
+    with mock.patch.object(plt, "show", lambda: shows.append(plt.gcf()._suptitle.get_text())):
+        box = explorers.stride_explorer()
+        shape_pick, perm_pick = box.children[0].children
+        assert len(shows) == 1
+        shape_pick.value = (2, 3, 4)
+        assert len(perm_pick.options) == 6 and perm_pick.value == (0, 1, 2)
+        assert len(shows) == 2
+        perm_pick.value = (2, 1, 0)
+        assert len(shows) == 3 and "permute(2, 1, 0)" in shows[-1]
+        shape_pick.value = (2, 1, 4)
+        assert len(shows) == 4 and "permute(0, 1, 2)" in shows[-1]
+
+
+def test_expect_answer_accepts_the_exact_value_and_explains_others():
+    explorers.expect_answer(lambda a, b: a is b, (1, 1), True, "same(1, 1)")
+    with pytest.raises(CheckFailed, match=r"same\(1, 2\) returned False, expected True\.\nLikely mistake: look closer"):
+        explorers.expect_answer(lambda a, b: a == b, (1, 2), True, "same(1, 2)", hint="look closer")
+    with pytest.raises(CheckFailed, match="expected a bool"):
+        explorers.expect_answer(lambda a, b: torch.tensor(True), (1, 2), True, "same(1, 2)")
+
+    def stub(a, b):
+        raise NotImplementedError()
+
+    with pytest.raises(CheckFailed, match="not implemented yet"):
+        explorers.expect_answer(stub, (1, 2), True, "stub(1, 2)")

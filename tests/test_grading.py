@@ -235,7 +235,7 @@ def build_submission(release_nb, solution_nb, overrides, surgery):
 
 def run_grade(root: Path, *extra: str, timeout: int = 900) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "autograder", "grade", "--course", str(root), "--jobs", "2",
-           "--timeout-s", "45", "--cell-timeout-s", "10", "--memory-mb", "1500", "--output-mb", "1", *extra]
+           "--timeout-s", "60", "--cell-timeout-s", "15", "--memory-mb", "1500", "--output-mb", "1", *extra]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
 

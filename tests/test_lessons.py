@@ -12,7 +12,13 @@ from autograder import course
 LESSONS = course.lessons()
 
 
+TEMPLATE = kit.REPO / "templates" / "NN_topic.ipynb"
+
+
 def load(lesson):
+    """A lesson's source notebook; "NN_topic" is the template new lessons start from."""
+    if lesson == "NN_topic":
+        return nbformat.read(TEMPLATE, as_version=4)
     return nbformat.read(course.solution_path(lesson), as_version=4)
 
 
@@ -20,7 +26,7 @@ def test_there_are_lessons():
     assert "01_tensors_and_views" in course.lessons(narrowed=False)
 
 
-@pytest.mark.parametrize("lesson", LESSONS)
+@pytest.mark.parametrize("lesson", LESSONS + ["NN_topic"])
 def test_skeleton(lesson):
     nb = load(lesson)
     markdown = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
@@ -32,7 +38,7 @@ def test_skeleton(lesson):
     assert "plt." in code or "widgets" in code or "_explorer(" in code, f"{lesson} has no figure or widget"
 
 
-@pytest.mark.parametrize("lesson", LESSONS)
+@pytest.mark.parametrize("lesson", LESSONS + ["NN_topic"])
 def test_graded_parts_follow_the_pattern(lesson):
     nb = load(lesson)
     found = kit.exercises(nb)
@@ -45,6 +51,10 @@ def test_graded_parts_follow_the_pattern(lesson):
         assert "### BEGIN SOLUTION" in sol.source and "### END SOLUTION" in sol.source
         assert test.source.lstrip().startswith('"""'), f"test_{name} should open with a one-line docstring"
         assert "### BEGIN HIDDEN TESTS" in test.source, f"test_{name} has no hidden tests"
+        hidden = test.source.split("### BEGIN HIDDEN TESTS")[1]
+        assert f'checks.hidden("{lesson}", "test_{name}")' in hidden and ".observe(" in hidden, (
+            f"test_{name}: the hidden part must observe through checks.hidden({lesson!r}, 'test_{name}')")
+        assert "hidden.done()" in hidden, f"test_{name}: the hidden part must end with hidden.done()"
         visible = test.source.split("### BEGIN HIDDEN TESTS")[0]
         assert "checks." in visible, f"test_{name}: visible checks should use the shared helpers"
         assert not re.search(r"^\s*assert\s", test.source, re.M), f"test_{name} uses a bare assert"

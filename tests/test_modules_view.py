@@ -1,13 +1,16 @@
-"""The module tree and the params/buffers chart count what a model really holds (lesson 02's 'Look')."""
+"""Lesson 02's package code: the module tree and chart count what a model holds; the check helpers are fair."""
 import matplotlib
 
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
 import pytest
+import torch
 from torch import nn
+from torch.nn import functional as F
 
-from autograder import modules_view as mv
+from autograder.kernel import modules_view as mv
+from autograder.kernel.checks import CheckFailed
 
 
 class SmallNet(nn.Module):
@@ -119,3 +122,158 @@ def test_plot_includes_a_container_with_its_own_parameter():
     assert mv.plot_module_counts(Scaled(), ax=ax, title="t") is ax
     labels = [t.get_text() for t in ax.get_yticklabels()]
     assert "(model) (Scaled)" in labels and ax.get_title() == "t"
+
+
+# ------------------------------------------------------------------ test-cell helpers
+
+def test_tied_model_shares_one_weight():
+    model = mv.tied_model(10, 4)
+    assert model.out.weight is model.embed.weight
+    assert sum(p.numel() for p in model.parameters()) == 50
+
+
+def test_fill_linear_layers_is_independent_of_creation_order_and_global_rng():
+    a = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    torch.manual_seed(5)
+    b = nn.Sequential(nn.Linear(3, 4), nn.Dropout(0.1), nn.ReLU(), nn.Linear(4, 2))
+    state = torch.random.get_rng_state()
+    mv.fill_linear_layers(a, 7)
+    mv.fill_linear_layers(b, 7)
+    assert torch.equal(torch.random.get_rng_state(), state)
+    for la, lb in zip(mv.linear_layers(a), mv.linear_layers(b)):
+        assert torch.equal(la.weight, lb.weight) and torch.equal(la.bias, lb.bias)
+
+
+class Layers(nn.Module):
+    """An MLP written several ways: ``order`` lists what follows each hidden Linear."""
+
+    def __init__(self, sizes, p, order=("relu", "drop"), tail=(), in_list=False, functional_dropout=None):
+        super().__init__()
+        make = {"relu": nn.ReLU, "drop": lambda: nn.Dropout(p), "identity": nn.Identity,
+                "softmax": lambda: nn.Softmax(dim=-1), "logsoftmax": lambda: nn.LogSoftmax(dim=-1)}
+        layers = []
+        for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+            layers.append(nn.Linear(a, b))
+            if i < len(sizes) - 2:
+                layers += [make[name]() for name in order]
+        layers += [make[name]() for name in tail]
+        self.layers = layers if in_list else nn.Sequential(*layers)
+        self.functional_dropout, self.p = functional_dropout, p
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+            if self.functional_dropout is not None and isinstance(layer, nn.ReLU):
+                x = F.dropout(x, self.p, self.training if self.functional_dropout == "mode" else True)
+        return x
+
+
+def run_mlp_checks(model, sizes, p):
+    mv.check_linear_layers(model, sizes, "MLP")
+    x = torch.randn(5, sizes[0])
+    mv.check_logits(model, x, "MLP")
+    mv.check_dropout(model, x, p, "MLP")
+
+
+@pytest.mark.parametrize("kwargs", [
+    {}, {"order": ("drop", "relu")}, {"tail": ("identity",)}, {"order": ("relu",), "functional_dropout": "mode"},
+    {"order": ("relu", "identity", "drop")},
+], ids=["relu-dropout", "dropout-relu", "trailing-identity", "functional-dropout", "identity-between"])
+@pytest.mark.parametrize("sizes, p", [([4, 8, 3], 0.5), ([6, 3], 0.2), ([3, 5, 5, 2], 0.0)])
+def test_mlp_checks_accept_correct_answers_written_other_ways(kwargs, sizes, p):
+    torch.manual_seed(0)
+    run_mlp_checks(Layers(sizes, p, **kwargs), sizes, p)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"in_list": True}, "plain Python list"),
+    ({"tail": ("softmax",)}, "probabilities"),
+    ({"tail": ("logsoftmax",)}, "log-probabilities"),
+    ({"tail": ("relu",)}, "ReLU after the last Linear"),
+    ({"tail": ("drop",)}, "dropout after the last Linear"),
+    ({"order": ("relu",)}, "dropout is not applied"),
+    ({"order": ("relu",), "functional_dropout": "always"}, "dropout stays on in eval mode"),
+], ids=["plain-list", "softmax", "log-softmax", "relu-at-end", "dropout-at-end", "no-dropout", "dropout-always-on"])
+def test_mlp_checks_name_each_pitfall(kwargs, message):
+    torch.manual_seed(0)
+    with pytest.raises(CheckFailed, match=message):
+        run_mlp_checks(Layers([4, 8, 3], 0.5, **kwargs), [4, 8, 3], 0.5)
+
+
+def test_mlp_checks_reject_wrong_sizes_and_wrong_p():
+    with pytest.raises(CheckFailed, match=r"registered Linear layers are \[\(4, 8\)\]"):
+        mv.check_linear_layers(nn.Sequential(nn.Linear(4, 8)), [4, 8, 3], "MLP")
+    model = Layers([4, 8, 3], 0.2)
+    with pytest.raises(CheckFailed, match="p equal to the dropout argument"):
+        mv.check_dropout(model, torch.randn(5, 4), 0.5, "MLP")
+
+
+class Running(nn.Module):
+    def __init__(self, n, kind="buffer", momentum=None, always=False, grad=False):
+        super().__init__()
+        mean, count = torch.zeros(n), torch.tensor(0)
+        if kind == "buffer":
+            self.register_buffer("mean", mean)
+            self.register_buffer("count", count)
+        elif kind == "parameter":
+            self.mean, self.count = nn.Parameter(mean, requires_grad=False), nn.Parameter(count, requires_grad=False)
+        elif kind == "plain":
+            self.mean, self.count = mean, count
+        elif kind == "float-count":
+            self.register_buffer("mean", mean)
+            self.register_buffer("count", torch.tensor(0.0))
+        self.momentum, self.always, self.grad = momentum, always, grad
+
+    def forward(self, x):
+        if self.training or self.always:
+            with torch.set_grad_enabled(self.grad):
+                if self.momentum:
+                    new_mean = (1 - self.momentum) * self.mean + self.momentum * x.mean(0)
+                else:
+                    new_mean = self.mean + (x.sum(0) - len(x) * self.mean) / (self.count + len(x))
+            if self.grad:
+                self.mean = new_mean
+            else:
+                self.mean.copy_(new_mean)
+            self.count += len(x)
+        return x - self.mean
+
+
+def run_running_checks(module):
+    mv.check_buffers(module, {"mean": torch.zeros(3), "count": torch.tensor(0)}, "RunningMean(3)")
+    torch.manual_seed(0)
+    first, second = torch.randn(4, 3), torch.randn(6, 3) + 2
+    module.train()
+    mv.check_running_call(module, first, [first])
+    mv.check_running_call(module, second, [first, second])
+    module.eval()
+    mv.check_running_call(module, torch.randn(5, 3) + 10, [first, second])
+    mv.check_update_not_recorded(module, torch.randn(2, 3, requires_grad=True))
+
+
+def test_running_mean_checks_pass_a_correct_module():
+    run_running_checks(Running(3))
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"kind": "parameter"}, "has parameters"),
+    ({"kind": "plain"}, "plain tensor attribute"),
+    ({"kind": "float-count"}, "count should start as torch.int64"),
+    ({"momentum": 0.1}, "cumulative mean"),
+    ({"always": True}, "changed in eval mode"),
+], ids=["parameter", "plain", "float-count", "momentum", "eval-updates"])
+def test_running_mean_checks_name_each_pitfall(kwargs, message):
+    with pytest.raises(CheckFailed, match=message):
+        run_running_checks(Running(3, **kwargs))
+
+
+def test_update_recorded_by_autograd_is_named():
+    with pytest.raises(CheckFailed, match="recorded by autograd"):
+        mv.check_update_not_recorded(Running(3, grad=True), torch.randn(2, 3, requires_grad=True))
+
+
+def test_a_non_persistent_buffer_is_named():
+    module = Running(3)
+    module.register_buffer("count", torch.tensor(0), persistent=False)
+    with pytest.raises(CheckFailed, match="missing from state_dict"):
+        mv.check_buffers(module, {"mean": torch.zeros(3), "count": torch.tensor(0)}, "RunningMean(3)")

@@ -8,7 +8,8 @@ runs the test cell of its exercise in two parts:
 - the visible part, as a student runs it: it must stop with a ``CheckFailed`` whose
   message is the one stored in ``tests/pitfalls/<lesson>.messages.json`` (numbers
   masked). A pitfall that stops failing, or a message that changes, fails here. After an
-  intended change of message, rewrite the file with ``PTE_UPDATE_MESSAGES=1``;
+  intended change of message, rewrite the file with ``PTE_UPDATE_MESSAGES=1`` (for the
+  whole lesson: the file is written afresh);
 - the hidden part, recording, as under ``python -m autograder grade``: the grader's own
   judge must reject its observations.
 
@@ -126,7 +127,8 @@ _messages: dict[str, dict] = {}
 def stored_message(lesson: str, key: str, actual: str) -> str | None:
     path = messages_file(lesson)
     if lesson not in _messages:
-        _messages[lesson] = json.loads(path.read_text()) if path.exists() else {}
+        # an update starts afresh, so renamed or removed pitfalls leave nothing behind: update whole lessons
+        _messages[lesson] = json.loads(path.read_text()) if path.exists() and not UPDATE else {}
     if UPDATE:
         _messages[lesson][key] = actual
         path.write_text(json.dumps(dict(sorted(_messages[lesson].items())), indent=1, ensure_ascii=False) + "\n")

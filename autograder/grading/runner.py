@@ -205,6 +205,9 @@ async def _run(nb, limits: Limits, work: Path, runtime: Path, outcome: Outcome, 
 
     async def on_timeout(timeout, cell=None):
         timed_out.append(1)
+        if cell is not None:
+            cell.outputs.append(_error_output("CellTimeout", f"this cell ran longer than {limits.cell_timeout_s:g} s "
+                                                             "and was interrupted by the grader"))
         return await original_timeout(timeout, cell)
 
     client._async_handle_timeout = on_timeout

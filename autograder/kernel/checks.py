@@ -72,11 +72,17 @@ class CheckFailed(AssertionError):
     def _render_traceback_(self) -> list[str]:
         import traceback
 
+        import linecache
+
         lines = ["CheckFailed: " + str(self)]
         frames = [f for f in traceback.extract_tb(self.__traceback__)
                   if f.filename.startswith("<") or "ipykernel" in f.filename]
         if frames:
-            lines.insert(0, f"The check that failed, line {frames[-1].lineno}: {frames[-1].line}")
+            frame = frames[-1]
+            last = frame.end_lineno or frame.lineno
+            code = "\n".join(linecache.getline(frame.filename, n).rstrip()
+                             for n in range(frame.lineno, last + 1)).strip() or frame.line
+            lines.insert(0, f"The check that failed (line {frame.lineno}):\n{code}\n")
         return lines
 
 

@@ -1,4 +1,25 @@
-"""Wrong answers for lesson 02, one per pitfall the curriculum lists (exercise -> pitfall -> answer cell)."""
+"""Wrong answers for lesson 02: each embodies one listed pitfall (exercise -> pitfall -> answer cell)."""
+
+_MLP_LAYERS = '''
+class MLP(nn.Module):
+    def __init__(self, sizes, dropout=0.0):
+        super().__init__()
+        layers = []
+        for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:])):
+            layers.append(nn.Linear(n_in, n_out))
+            if i < len(sizes) - 2:
+                layers += [nn.ReLU(), nn.Dropout(dropout)]
+'''
+
+_RUNNING_FORWARD = '''
+    def forward(self, x):
+        if self.training:
+            with torch.no_grad():
+                n_new = x.shape[0]
+                self.mean += (x.sum(dim=0) - n_new * self.mean) / (self.count + n_new)
+                self.count += n_new
+        return x - self.mean
+'''
 
 PITFALLS = {
     "count_parameters": {
@@ -10,6 +31,20 @@ def count_parameters(model, trainable_only=True):
         "ignores trainable_only and counts frozen parameters": '''
 def count_parameters(model, trainable_only=True):
     return sum(p.numel() for p in model.parameters())
+''',
+        "counts the entries of state_dict(): a tied weight twice, and the buffers": '''
+def count_parameters(model, trainable_only=True):
+    return sum(v.numel() for v in model.state_dict(keep_vars=True).values()
+               if v.requires_grad or not trainable_only)
+''',
+        "named_parameters(remove_duplicate=False) lists a tied weight twice": '''
+def count_parameters(model, trainable_only=True):
+    return sum(p.numel() for _, p in model.named_parameters(remove_duplicate=False)
+               if p.requires_grad or not trainable_only)
+''',
+        "counts parameter tensors instead of elements": '''
+def count_parameters(model, trainable_only=True):
+    return len([p for p in model.parameters() if p.requires_grad or not trainable_only])
 ''',
     },
     "MLP": {
@@ -28,19 +63,52 @@ class MLP(nn.Module):
             x = layer(x)
         return x
 ''',
-        "a softmax at the end returns probabilities, not logits": '''
-class MLP(nn.Module):
-    def __init__(self, sizes, dropout=0.0):
-        super().__init__()
-        layers = []
-        for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:])):
-            layers.append(nn.Linear(n_in, n_out))
-            if i < len(sizes) - 2:
-                layers += [nn.ReLU(), nn.Dropout(dropout)]
+        "a softmax at the end returns probabilities, not logits": _MLP_LAYERS + '''
         self.net = nn.Sequential(*layers)
 
     def forward(self, x):
         return torch.softmax(self.net(x), dim=-1)
+''',
+        "a log-softmax at the end": _MLP_LAYERS + '''
+        self.net = nn.Sequential(*layers, nn.LogSoftmax(dim=-1))
+
+    def forward(self, x):
+        return self.net(x)
+''',
+        "a ReLU after the last Linear": _MLP_LAYERS + '''
+        self.net = nn.Sequential(*layers, nn.ReLU())
+
+    def forward(self, x):
+        return self.net(x)
+''',
+        "dropout after the last Linear too": _MLP_LAYERS + '''
+        self.net = nn.Sequential(*layers, nn.Dropout(dropout))
+
+    def forward(self, x):
+        return self.net(x)
+''',
+        "F.dropout without self.training stays on in eval mode": '''
+class MLP(nn.Module):
+    def __init__(self, sizes, dropout=0.0):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:]))
+        self.p = dropout
+
+    def forward(self, x):
+        for layer in self.layers[:-1]:
+            x = nn.functional.dropout(torch.relu(layer(x)), self.p)
+        return self.layers[-1](x)
+''',
+        "dropout never applied": '''
+class MLP(nn.Module):
+    def __init__(self, sizes, dropout=0.0):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:]))
+
+    def forward(self, x):
+        for layer in self.layers[:-1]:
+            x = torch.relu(layer(x))
+        return self.layers[-1](x)
 ''',
     },
     "RunningMean": {
@@ -50,29 +118,77 @@ class RunningMean(nn.Module):
         super().__init__()
         self.mean = nn.Parameter(torch.zeros(num_features), requires_grad=False)
         self.count = nn.Parameter(torch.tensor(0), requires_grad=False)
-
-    def forward(self, x):
-        if self.training:
-            with torch.no_grad():
-                n_new = x.shape[0]
-                self.mean += (x.sum(dim=0) - n_new * self.mean) / (self.count + n_new)
-                self.count += n_new
-        return x - self.mean
-''',
+''' + _RUNNING_FORWARD,
         "a plain tensor attribute is lost from state_dict": '''
 class RunningMean(nn.Module):
     def __init__(self, num_features):
         super().__init__()
         self.mean = torch.zeros(num_features)
         self.count = torch.tensor(0)
+''' + _RUNNING_FORWARD,
+        "updates in eval mode too": '''
+class RunningMean(nn.Module):
+    def __init__(self, num_features):
+        super().__init__()
+        self.register_buffer("mean", torch.zeros(num_features))
+        self.register_buffer("count", torch.tensor(0))
+
+    def forward(self, x):
+        with torch.no_grad():
+            n_new = x.shape[0]
+            self.mean += (x.sum(dim=0) - n_new * self.mean) / (self.count + n_new)
+            self.count += n_new
+        return x - self.mean
+''',
+        "averages the batch means instead of the rows": '''
+class RunningMean(nn.Module):
+    def __init__(self, num_features):
+        super().__init__()
+        self.register_buffer("mean", torch.zeros(num_features))
+        self.register_buffer("count", torch.tensor(0))
+        self.batches = 0
 
     def forward(self, x):
         if self.training:
             with torch.no_grad():
-                n_new = x.shape[0]
-                self.mean += (x.sum(dim=0) - n_new * self.mean) / (self.count + n_new)
-                self.count += n_new
+                self.batches += 1
+                self.mean += (x.mean(dim=0) - self.mean) / self.batches
+                self.count += x.shape[0]
         return x - self.mean
+''',
+        "updates the buffer outside no_grad, so it carries a graph": '''
+class RunningMean(nn.Module):
+    def __init__(self, num_features):
+        super().__init__()
+        self.register_buffer("mean", torch.zeros(num_features))
+        self.register_buffer("count", torch.tensor(0))
+
+    def forward(self, x):
+        if self.training:
+            n_new = x.shape[0]
+            self.mean = self.mean + (x.sum(dim=0) - n_new * self.mean) / (self.count + n_new)
+            self.count = self.count + n_new
+        return x - self.mean
+''',
+    },
+}
+
+# Wrong answers that pass every visible check and fail only a hidden one (other inputs, edge cases).
+HIDDEN_ONLY = {
+    "MLP": {
+        "hard-codes the example's dropout of 0.5 instead of using the argument": '''
+class MLP(nn.Module):
+    def __init__(self, sizes, dropout=0.0):
+        super().__init__()
+        layers = []
+        for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:])):
+            layers.append(nn.Linear(n_in, n_out))
+            if i < len(sizes) - 2:
+                layers += [nn.ReLU(), nn.Dropout(0.5)]
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, x):
+        return self.net(x)
 ''',
     },
 }
