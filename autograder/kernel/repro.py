@@ -75,7 +75,7 @@ def plot_seed_spread(results: Mapping[str, Mapping[int, float]], ax=None, *, tit
         for o, v, s in zip(offsets, values, seeds):
             ax.annotate(f"seed {s}", (x + o, v), xytext=(6, 0), textcoords="offset points", fontsize=8,
                         va="center")
-        ax.annotate(f"mean {mean:.3f}\nrange {lo:.3f} to {hi:.3f}", (x, lo), xytext=(0, -14),
+        ax.annotate(f"mean {mean:.4f}\nrange {lo:.4f} to {hi:.4f}", (x, lo), xytext=(0, -14),
                     textcoords="offset points", ha="center", va="top", fontsize=9)
     ax.set_xticks(list(positions))
     ax.set_xticklabels(list(results))
