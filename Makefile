@@ -13,8 +13,12 @@ PYTEST_ARGS ?=
 TEST_WORKERS ?= auto
 PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=15
 export PATH := $(abspath $(BIN)):$(PATH)
+# One BLAS/OpenMP thread per process: the test workers and the grader's jobs already share the
+# cores, and oversubscribed threads spin-wait (a tiny forward pass went from 0.1 ms to 17 ms).
+# make release uses the same setting, so stored outputs match what the tests recompute.
+test test-quick release bench bench-grading: export OMP_NUM_THREADS ?= 1
 
-.PHONY: lab test test-quick release grade bench bench-grading bench-tests venv clean
+.PHONY: lab test test-quick release grade bench bench-grading bench-tests student-edition venv clean
 
 venv: $(STAMP)
 
@@ -48,6 +52,14 @@ COURSE ?= .
 GRADE_ARGS ?=
 grade: $(STAMP)
 	$(PY) -m autograder grade --course $(COURSE) $(GRADE_ARGS)
+
+## Write the student edition (no solutions, hidden tests, reference observations or grading tools):
+## make student-edition DEST=../pytorch-essentials-student [EDITION_ARGS='--git --lesson 01_tensors_and_views']
+DEST ?=
+EDITION_ARGS ?=
+student-edition: $(STAMP)
+	@test -n "$(DEST)" || { echo "usage: make student-edition DEST=../pytorch-essentials-student [EDITION_ARGS=--git]" >&2; exit 2; }
+	$(PY) -m autograder.edition $(DEST) $(EDITION_ARGS)
 
 ## Benchmarks (they print figures; nothing asserts a timing)
 bench: $(STAMP)
