@@ -1,0 +1,104 @@
+"""The checkpointing lesson's helpers: training on the reference recipe, the tripwire, the figure."""
+from __future__ import annotations
+
+import io
+import pickle
+
+import matplotlib
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from autograder.kernel.checkpoints import Tripwire, evaluate_spirals, plot_val_curves, train_spirals, tripwire_log
+from autograder.kernel.spirals import make_spirals, spiral_model
+
+matplotlib.use("Agg")
+
+
+def test_train_spirals_reproduces_the_reference_line(capsys):
+    torch.manual_seed(0)
+    X_train, y_train, X_val, y_val = make_spirals(400)
+    train_loader = DataLoader(TensorDataset(X_train, y_train), batch_size=64, shuffle=True)
+    val_loader = DataLoader(TensorDataset(X_val, y_val), batch_size=256)
+    model = spiral_model()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=1e-4)
+    history = train_spirals(model, optimizer, train_loader, val_loader, range(1, 31))
+    assert capsys.readouterr().out == "epoch  30: train 0.2941 | val 0.2381 | acc 0.956\n"
+    assert history["epoch"] == list(range(1, 31))
+    assert len(history["train_loss"]) == len(history["val_loss"]) == 30
+    assert all(type(v) is float for v in history["train_loss"] + history["val_loss"])
+    assert history["val_loss"][-1] == pytest.approx(evaluate_spirals(model, val_loader)[0], abs=1e-6)
+
+
+def test_per_epoch_validation_draws_no_random_numbers():
+    torch.manual_seed(1)
+    X = torch.randn(32, 2)
+    y = (X.sum(dim=1) > 0).long()
+    batches = [(X[:16], y[:16]), (X[16:], y[16:])]          # a fixed batch order: no shuffling draws
+    model = nn.Sequential(nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, 2))   # no dropout
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    val_loader = DataLoader(TensorDataset(X, y), batch_size=8)
+    before = torch.get_rng_state()
+    history = train_spirals(model, optimizer, batches, val_loader, range(1, 4), log_every=None)
+    assert torch.equal(before, torch.get_rng_state())
+    assert history["epoch"] == [1, 2, 3]
+
+
+def test_training_in_segments_equals_one_call():
+    def run(segments):
+        torch.manual_seed(3)
+        X_train, y_train, X_val, y_val = make_spirals(30, seed=4)
+        train_loader = DataLoader(TensorDataset(X_train, y_train), batch_size=16, shuffle=True)
+        val_loader = DataLoader(TensorDataset(X_val, y_val), batch_size=64)
+        model = spiral_model(hidden=8)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        losses = []
+        for epochs in segments:
+            losses += train_spirals(model, optimizer, train_loader, val_loader, epochs, log_every=None)["val_loss"]
+        return losses
+
+    assert run([range(1, 7)]) == run([range(1, 4), range(4, 7)])
+
+
+def test_evaluate_spirals_matches_a_direct_computation():
+    torch.manual_seed(2)
+    X, y = torch.randn(10, 2), torch.randint(0, 2, (10,))
+    model = nn.Sequential(nn.Linear(2, 2), nn.Dropout(0.5))
+    loss, acc = evaluate_spirals(model, DataLoader(TensorDataset(X, y), batch_size=4))
+    with torch.no_grad():
+        logits = model.eval()(X)
+    assert loss == pytest.approx(nn.functional.cross_entropy(logits, y).item(), abs=1e-6)
+    assert acc == pytest.approx((logits.argmax(1) == y).float().mean().item())
+    assert not model.training
+
+
+def test_tripwire_records_when_unpickled_and_weights_only_refuses_it():
+    buffer = io.BytesIO()
+    torch.save({"w": torch.zeros(2), "payload": Tripwire("unit test")}, buffer)
+    before = tripwire_log()
+    buffer.seek(0)
+    with pytest.raises(pickle.UnpicklingError):
+        torch.load(buffer, weights_only=True)
+    assert tripwire_log() == before
+    buffer.seek(0)
+    loaded = torch.load(buffer, weights_only=False)
+    assert loaded["payload"] == "unit test"
+    assert tripwire_log() == before + ["unit test"]
+    tripwire_log().clear()                      # a copy: clearing it changes nothing
+    assert tripwire_log() == before + ["unit test"]
+
+
+def test_plot_val_curves_labels_both_panels():
+    runs = {"a": {"epoch": [1, 2, 3], "val_loss": [0.5, 0.4, 0.3]},
+            "b": {"epoch": [2, 3], "val_loss": [0.45, 0.35]}}
+    axes = plot_val_curves(runs, resume_epoch=2, zoom=(2, 3))
+    assert len(axes) == 2
+    for ax in axes:
+        assert ax.get_title() and ax.get_xlabel() == "epoch" and ax.get_ylabel()
+        assert [t.get_text() for t in ax.get_legend().get_texts()] == ["a", "b"]
+    assert len(plot_val_curves(runs)) == 1
+    with pytest.raises(ValueError):
+        plot_val_curves({})
+    import matplotlib.pyplot as plt
+    plt.close("all")
