@@ -7,11 +7,12 @@ and a small MLP needs a curved boundary to separate the arms.
 from __future__ import annotations
 
 import math
-from typing import Iterable, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Iterable, Iterator, Mapping, Sequence
 
 import torch
 
-__all__ = ["make_pinwheel", "kept_graph_nodes", "plot_loss_curves"]
+__all__ = ["make_pinwheel", "kept_graph_nodes", "record_forward_modes", "plot_loss_curves"]
 
 
 def make_pinwheel(
@@ -67,6 +68,27 @@ def kept_graph_nodes(tensors: torch.Tensor | Iterable) -> int:
         seen[id(node)] = node
         stack.extend(child for child, _ in node.next_functions)
     return len(seen)
+
+
+@contextmanager
+def record_forward_modes(model: torch.nn.Module) -> Iterator[list[tuple[bool, bool]]]:
+    """Watch how ``model`` is run: ``with record_forward_modes(model) as seen: ...``.
+
+    Inside the block, every forward call of ``model`` or of one of its submodules appends
+    ``(module.training, torch.is_grad_enabled())`` to ``seen``: whether the module ran in
+    training mode, and whether autograd was recording. The hooks are removed on exit.
+    """
+    seen: list[tuple[bool, bool]] = []
+
+    def hook(module, inputs, output):
+        seen.append((module.training, torch.is_grad_enabled()))
+
+    handles = [m.register_forward_hook(hook) for m in model.modules()]
+    try:
+        yield seen
+    finally:
+        for handle in handles:
+            handle.remove()
 
 
 def plot_loss_curves(
