@@ -104,7 +104,7 @@ def batch_layout(batch: Any) -> Any:
     when the structure, devices, dtypes and shapes agree. It never reads tensor values, so it
     works for tensors on the ``meta`` device, which have none.
     """
-    if isinstance(batch, torch.Tensor):
+    if torch.is_tensor(batch):
         return f"Tensor(device={batch.device}, dtype={batch.dtype}, shape={tuple(batch.shape)})"
     if type(batch) in (list, tuple):
         return type(batch)(batch_layout(item) for item in batch)
