@@ -18,7 +18,7 @@ export PATH := $(abspath $(BIN)):$(PATH)
 # make release uses the same setting, so stored outputs match what the tests recompute.
 test test-quick release bench bench-grading: export OMP_NUM_THREADS ?= 1
 
-.PHONY: lab test test-quick release grade bench bench-grading bench-tests student-edition venv clean
+.PHONY: lab test test-quick release grade bench bench-grading bench-tests student-edition test-gpu venv clean
 
 venv: $(STAMP)
 
@@ -52,6 +52,11 @@ COURSE ?= .
 GRADE_ARGS ?=
 grade: $(STAMP)
 	$(PY) -m autograder grade --course $(COURSE) $(GRADE_ARGS)
+
+## On a CUDA machine: re-execute every solution with the GPU visible, run lesson 08's CUDA assertions,
+## print the torch/CUDA/GPU versions and a summary table (no venv needed; see .ci/gpu-test.sh).
+test-gpu:
+	bash .ci/gpu-test.sh
 
 ## Write the student edition (no solutions, hidden tests, reference observations or grading tools):
 ## make student-edition DEST=../pytorch-essentials-student [EDITION_ARGS='--git --lesson 01_tensors_and_views']

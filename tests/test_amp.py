@@ -1,0 +1,301 @@
+"""Unit tests of autograder.kernel.amp (lesson 08), and lesson 08's CUDA assertions.
+
+Tests named ``test_cuda_*`` need a CUDA GPU and are skipped elsewhere. The GPU runner
+(``.ci/gpu-test.sh``) runs them with pytest, or, where pytest is missing, as
+``python tests/test_amp.py``, which runs every ``test_cuda_*`` function and prints a
+``RESULT passed=.. failed=.. skipped=..`` line.
+"""
+from __future__ import annotations
+
+import copy
+import sys
+from pathlib import Path
+
+import torch
+from torch import nn
+
+try:
+    import pytest
+except ImportError:  # the GPU runner may have no pytest: see __main__ below
+    pytest = None
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from autograder.kernel import amp  # noqa: E402
+
+CUDA = torch.cuda.is_available()
+needs_cuda = (pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU") if pytest is not None else (lambda fn: fn))
+
+
+def _step_parts(seed: int = 0):
+    torch.manual_seed(seed)
+    net = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3))
+    x, y = torch.randn(5, 6), torch.randint(0, 3, (5,))
+    return net, x, y, torch.optim.SGD(net.parameters(), lr=0.1)
+
+
+def _loss(net, x, y, dtype=torch.bfloat16, device_type="cpu"):
+    with torch.autocast(device_type, dtype=dtype):
+        return nn.functional.cross_entropy(net(x), y)
+
+
+# ---------------------------------------------------------------- formats
+
+def test_smallest_subnormal_of_each_format():
+    assert amp.smallest_subnormal(torch.float16) == 2.0 ** -24
+    assert amp.smallest_subnormal(torch.bfloat16) == 2.0 ** -133
+    assert amp.smallest_subnormal(torch.float32) == 2.0 ** -149
+    assert torch.tensor(2.0 ** -24).half().item() == 2.0 ** -24
+    assert torch.tensor(2.0 ** -26).half().item() == 0.0
+
+
+# ---------------------------------------------------------------- RecordingScaler
+
+def test_recording_scaler_records_a_correct_step_and_unscales_exactly():
+    net, x, y, opt = _step_parts()
+    twin = copy.deepcopy(net)
+    spy = amp.RecordingScaler("cpu", init_scale=2.0 ** 10)
+    opt.zero_grad()
+    loss = _loss(net, x, y)
+    scaled = spy.scale(loss)
+    assert scaled.item() == loss.item() * 2 ** 10
+    scaled.backward()
+    spy.step(opt)
+    spy.update()
+    assert spy.calls == ["scale", "backward", "step", "update"]
+    assert spy.get_scale() == 2.0 ** 10 and spy.is_enabled()
+    _loss(twin, x, y).backward()
+    for p, q in zip(net.parameters(), twin.parameters()):
+        assert torch.equal(p.grad, q.grad)  # scaling by a power of two and back is exact
+
+
+def test_backward_on_the_unscaled_loss_is_not_recorded():
+    net, x, y, opt = _step_parts()
+    spy = amp.RecordingScaler("cpu")
+    loss = _loss(net, x, y)
+    spy.scale(loss)
+    loss.backward()
+    assert spy.calls == ["scale"]
+
+
+def test_unscale_is_recorded_between_backward_and_step():
+    net, x, y, opt = _step_parts()
+    spy = amp.RecordingScaler("cpu")
+    spy.scale(_loss(net, x, y)).backward()
+    spy.unscale_(opt)
+    spy.step(opt)
+    spy.update()
+    assert spy.calls == ["scale", "backward", "unscale_", "step", "update"]
+
+
+def test_injected_inf_skips_the_step_and_halves_the_scale():
+    net, x, y, opt = _step_parts()
+    before = [p.detach().clone() for p in net.parameters()]
+    spy = amp.RecordingScaler("cpu", init_scale=2.0 ** 10, inject_inf=True)
+    spy.scale(_loss(net, x, y)).backward()
+    spy.step(opt)
+    spy.update()
+    assert all(torch.equal(b, p) for b, p in zip(before, net.parameters()))
+    assert spy.get_scale() == 2.0 ** 9
+
+
+def test_optimizer_step_then_update_raises_like_the_real_scaler():
+    net, x, y, opt = _step_parts()
+    spy = amp.RecordingScaler("cpu")
+    spy.scale(_loss(net, x, y)).backward()
+    opt.step()
+    try:
+        spy.update()
+    except AssertionError as exc:
+        assert "No inf checks" in str(exc)
+    else:
+        raise AssertionError("update() without step() should raise, as GradScaler does")
+    assert spy.calls == ["scale", "backward", "update"]
+
+
+def test_disabled_scaler_passes_through_and_delegates():
+    net, x, y, opt = _step_parts()
+    spy = amp.RecordingScaler("cpu", enabled=False)
+    loss = _loss(net, x, y)
+    assert spy.scale(loss) is loss and not spy.is_enabled()
+    assert copy.copy(spy).calls == ["scale"]
+    assert amp.RecordingScaler("cpu").get_growth_factor() == 2.0  # the real scaler's own method
+    assert "calls=['scale']" in repr(spy)
+
+
+# ---------------------------------------------------------------- autocast and hooks
+
+def test_watch_autocast_records_state_per_forward():
+    net, x, _, _ = _step_parts()
+    seen = amp.watch_autocast(net, "cpu")
+    net(x)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        net(x)
+    with torch.autocast("cpu", dtype=torch.float16):
+        net(x)
+    assert seen == [(False, seen[0][1]), (True, torch.bfloat16), (True, torch.float16)]
+    assert amp.autocast_state("cpu")[0] is False
+
+
+def test_forward_hook_count_sees_module_and_global_hooks():
+    net, x, _, _ = _step_parts()
+    assert amp.forward_hook_count(net) == 0
+    handles = [m.register_forward_hook(lambda *args: None) for m in net]
+    assert amp.forward_hook_count(net) == 3
+    global_handle = nn.modules.module.register_module_forward_hook(lambda *args: None)
+    assert amp.forward_hook_count(net) == 4
+    global_handle.remove()
+    for handle in handles:
+        handle.remove()
+    assert amp.forward_hook_count(net) == 0
+
+
+def test_skip_message_of_cuda_or_skip(monkeypatch, capsys):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert amp.cuda_or_skip("the speed test") is False
+    assert "skipped on this machine: the speed test needs a CUDA GPU" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- figures, timing, models
+
+def test_figures_have_titles_and_labelled_axes():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2)
+    amp.plot_format_ranges(axes[0])
+    grads = torch.logspace(-10, -5, 200)
+    amp.plot_gradient_magnitudes(grads, 2.0 ** 16, axes[1])
+    for ax in axes:
+        assert ax.get_title() and ax.get_xlabel()
+    assert axes[1].get_ylabel()
+    assert [t.get_text() for t in axes[0].get_yticklabels()] == ["float16", "bfloat16", "float32"]
+    plt.close(fig)
+
+
+def test_seconds_per_step_runs_warmup_then_timed_steps():
+    calls = []
+    seconds = amp.seconds_per_step(lambda: calls.append(1), steps=5, warmup=2)
+    assert len(calls) == 7 and seconds >= 0.0
+
+
+def test_wide_mlp_layers_and_size():
+    with torch.device("meta"):
+        model = amp.wide_mlp(10, 32, 3, 4)
+    assert [type(m).__name__ for m in model] == ["Linear", "ReLU"] * 3 + ["Linear"]
+    assert sum(p.numel() for p in model.parameters()) == (10 * 32 + 32) + 2 * (32 * 32 + 32) + (32 * 4 + 4)
+
+
+# ---------------------------------------------------------------- CUDA assertions (GPU runner)
+
+@needs_cuda
+def test_cuda_autocast_policy_float16():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.LayerNorm(16), nn.Linear(16, 4), nn.Softmax(dim=1)).cuda()
+    x = torch.randn(3, 8, device="cuda")
+    outputs = []
+    handles = [m.register_forward_hook(lambda mod, inp, out: outputs.append(out.dtype)) for m in model]
+    with torch.autocast("cuda", dtype=torch.float16):
+        y = model(x)
+        loss = nn.functional.mse_loss(y, torch.zeros_like(y))
+    for handle in handles:
+        handle.remove()
+    assert outputs == [torch.float16, torch.float32, torch.float16, torch.float32]
+    assert loss.dtype == torch.float32
+    loss.backward()
+    assert model[0].weight.dtype == torch.float32 and model[0].weight.grad.dtype == torch.float32
+
+
+@needs_cuda
+def test_cuda_float16_gradients_underflow_without_scaling():
+    torch.manual_seed(0)
+    x = torch.randn(256, 32, device="cuda")
+    near = nn.Linear(32, 16).cuda()
+    with torch.no_grad():
+        target = near(x) + 2e-4 * torch.randn(256, 16, device="cuda")
+    lost = {}
+    for factor in (1.0, 2.0 ** 16):
+        with torch.autocast("cuda", dtype=torch.float16):
+            out = near(x)
+            out.retain_grad()
+            loss = nn.functional.mse_loss(out, target)
+        (loss * factor).backward()
+        assert out.grad.dtype == torch.float16
+        lost[factor] = (out.grad == 0).float().mean().item()
+    assert lost[1.0] > 0.05 and lost[2.0 ** 16] == 0.0
+
+
+@needs_cuda
+def test_cuda_grad_scaler_protocol_and_skipped_step():
+    net, x, y, opt = _step_parts()
+    net.cuda()
+    x, y = x.cuda(), y.cuda()
+    spy = amp.RecordingScaler("cuda", init_scale=2.0 ** 10)
+    opt.zero_grad()
+    spy.scale(_loss(net, x, y, torch.float16, "cuda")).backward()
+    spy.step(opt)
+    spy.update()
+    assert spy.calls == ["scale", "backward", "step", "update"] and spy.get_scale() == 2.0 ** 10
+    before = [p.detach().clone() for p in net.parameters()]
+    bad = amp.RecordingScaler("cuda", init_scale=2.0 ** 10, inject_inf=True)
+    opt.zero_grad()
+    bad.scale(_loss(net, x, y, torch.float16, "cuda")).backward()
+    bad.step(opt)
+    bad.update()
+    assert all(torch.equal(b, p) for b, p in zip(before, net.parameters()))
+    assert bad.get_scale() == 2.0 ** 9
+
+
+@needs_cuda
+def test_cuda_float16_step_is_faster_than_float32():
+    torch.manual_seed(0)
+    x = torch.randn(4096, 1024, device="cuda")
+    y = torch.randint(0, 10, (4096,), device="cuda")
+    times = {}
+    for dtype in (torch.float32, torch.float16):
+        model = amp.wide_mlp(1024, 4096, 4, 10).cuda()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        scaler = torch.amp.GradScaler("cuda", enabled=dtype == torch.float16)
+
+        def step():
+            opt.zero_grad()
+            with torch.autocast("cuda", dtype=torch.float16, enabled=dtype == torch.float16):
+                loss = nn.functional.cross_entropy(model(x), y)
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            return loss.item()
+
+        times[dtype] = amp.seconds_per_step(step, steps=10, device_type="cuda")
+        del model, opt
+    speedup = times[torch.float32] / times[torch.float16]
+    print(f"float32 {times[torch.float32] * 1e3:.1f} ms, float16 {times[torch.float16] * 1e3:.1f} ms, "
+          f"speed-up {speedup:.1f}x on {torch.cuda.get_device_name(0)}")
+    assert speedup > 1.2, f"float16 + GradScaler should beat float32 on a 55M-parameter MLP, got {speedup:.2f}x"
+
+
+if __name__ == "__main__":
+    import traceback
+
+    counts = {"passed": 0, "failed": 0, "skipped": 0}
+    for name, fn in sorted(globals().items()):
+        if not (name.startswith("test_cuda_") and callable(fn)):
+            continue
+        if not CUDA:
+            counts["skipped"] += 1
+            print(f"SKIPPED {name}: needs a CUDA GPU")
+            continue
+        try:
+            fn()
+        except Exception:  # report every failure and keep going
+            counts["failed"] += 1
+            print(f"FAILED {name}")
+            traceback.print_exc()
+        else:
+            counts["passed"] += 1
+            print(f"PASSED {name}")
+    print("RESULT " + " ".join(f"{k}={v}" for k, v in counts.items()))
+    sys.exit(1 if counts["failed"] else 0)
