@@ -1,9 +1,12 @@
-"""Per lesson: seconds to execute the solution notebook, seconds for the same code as a plain script.
+"""Per lesson: seconds to execute the solution notebook, against the course's budget, and as a plain script.
 
-    python bench/bench_lessons.py [LESSON ...]        (make bench)
+    python bench/bench_lessons.py [LESSON ...] [--budget 10] [--no-script]        (make bench)
 
 The notebook runs through nbclient in a fresh kernel (kernel start included), the script
-with the same interpreter in the notebook's folder (matplotlib on the Agg backend).
+with the same interpreter in the notebook's folder (matplotlib on the Agg backend). Every
+lesson must execute fresh in at most ``--budget`` seconds (10) on a quiet 2-core machine;
+the last column says whether it did. Figures taken while other processes keep the cores
+busy mean little, so the load average is printed first, and again with each lesson.
 """
 from __future__ import annotations
 
@@ -53,15 +56,29 @@ def script_seconds(path: Path) -> float:
         os.unlink(handle.name)
 
 
+def load() -> str:
+    return f"{os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else "?"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("lessons", nargs="*")
+    parser.add_argument("--budget", type=float, default=10.0, help="seconds each lesson may take (default 10)")
+    parser.add_argument("--no-script", action="store_true", help="skip the plain-script timing")
     args = parser.parse_args()
-    print(f"{'lesson':<26} {'notebook s':>10} {'script s':>9} {'ratio':>6}")
+    print(f"{os.cpu_count()} cores; load average {load()} before the first lesson")
+    print(f"{'lesson':<26} {'notebook s':>10} {'script s':>9} {'ratio':>6}  {'load':>5}  budget {args.budget:g} s")
+    over = []
     for lesson in args.lessons or course.lessons():
         path = course.solution_path(lesson)
-        nb_s, py_s = notebook_seconds(path), script_seconds(path)
-        print(f"{lesson:<26} {nb_s:>10.2f} {py_s:>9.2f} {nb_s / py_s:>6.2f}", flush=True)
+        nb_s = notebook_seconds(path)
+        py_s = None if args.no_script else script_seconds(path)
+        verdict = "ok" if nb_s <= args.budget else f"OVER by {nb_s - args.budget:.1f} s"
+        if nb_s > args.budget:
+            over.append(lesson)
+        script = f"{py_s:>9.2f} {nb_s / py_s:>6.2f}" if py_s else f"{'-':>9} {'-':>6}"
+        print(f"{lesson:<26} {nb_s:>10.2f} {script}  {load():>5}  {verdict}", flush=True)
+    print(f"{len(over)} lesson(s) over the {args.budget:g} s budget" + (f": {', '.join(over)}" if over else ""))
     return 0
 
 

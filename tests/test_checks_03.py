@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from autograder import checks
+from autograder.kernel import checks
 
 
 class Pairs:

@@ -1,4 +1,4 @@
-"""The shipped digits file, the script that rebuilds it, and autograder.data's helpers (lesson 03)."""
+"""The shipped digits file, the script that rebuilds it, and autograder.kernel.data's helpers (lesson 03)."""
 from __future__ import annotations
 
 import importlib.util
@@ -9,7 +9,8 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from autograder import course, data
+from autograder import course
+from autograder.kernel import checks, data
 
 BUILD_SCRIPT = course.REPO_ROOT / "data" / "build_digits.py"
 
@@ -84,9 +85,20 @@ def test_plot_digit_grid_accepts_layouts(shape):
 
     images = torch.randn(shape)
     fig = data.plot_digit_grid(images, torch.arange(6), ncols=4, title="t")
-    titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
-    assert titles == ["0", "1", "2", "3", "4", "5"]
-    assert len(fig.axes) == 8
+    (ax,) = fig.axes
+    assert [t.get_text() for t in ax.texts] == ["0", "1", "2", "3", "4", "5"]
+    assert ax.images[0].get_array().shape == (2 * 12, 4 * 9)     # 2 rows, 4 columns of 8x8 tiles with room
+    assert fig._suptitle.get_text() == "t"
+    plt.close(fig)
+
+
+def test_plot_digit_grid_captions_replace_labels():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig = data.plot_digit_grid(np.zeros((2, 8, 8)), [1, 2], captions=["7→1", "3→8"])
+    assert [t.get_text() for t in fig.axes[0].texts] == ["7→1", "3→8"]
     plt.close(fig)
 
 
@@ -102,20 +114,48 @@ def test_batch_summary():
     assert line == "xb (2, 1, 8, 8) torch.float32 | yb (2,) torch.int64 | labels [3, 1]"
 
 
-def test_batch_pager_pages_and_reshuffles():
-    import matplotlib
-    matplotlib.use("Agg")
-
-    ds = TensorDataset(torch.randn(40, 8, 8), torch.arange(40))
-    loader = DataLoader(ds, batch_size=8, shuffle=False)
-    pager = data.batch_pager(loader, max_batches=3)
+def _pager(monkeypatch, shuffle=False):
+    """A pager over 40 digits in batches of 8 (3 pages) and the list of batches it drew, by first label."""
+    drawn = []
+    draw = data._draw_batch
+    monkeypatch.setattr(data, "_draw_batch", lambda batch, ncols: drawn.append(int(batch[1][0])) or draw(batch, ncols))
+    d = data.load_digits()
+    ds = TensorDataset(torch.from_numpy(d.images[:40]).float(), torch.arange(40))
+    pager = data.batch_pager(DataLoader(ds, batch_size=8, shuffle=shuffle), max_batches=3)
     slider, again = pager.children[0].children
-    info = pager.children[1]
+    return pager, slider, again, drawn
+
+
+def _ink(png: bytes) -> int:
+    """How many dark pixels a PNG holds (a blank page has none)."""
+    import io
+    from PIL import Image
+
+    pixels = np.asarray(Image.open(io.BytesIO(png)).convert("L"))
+    return int((pixels < 100).sum())
+
+
+def test_batch_pager_pages_and_reshuffles(monkeypatch):
+    pager, slider, again, drawn = _pager(monkeypatch)
+    info, picture = pager.children[1], pager.children[2]
     assert slider.max == 2 and "epoch 1, batch 0" in info.value and "labels [0, 1, 2" in info.value
     slider.value = 2
     assert "batch 2" in info.value and "labels [16, 17" in info.value
     again.click()
     assert "epoch 2, batch 0" in info.value and slider.value == 0
+    assert drawn == [0, 16, 0]
+    assert _ink(picture.value) > 100
+
+
+def test_new_epoch_draws_the_first_page_once_from_any_page(monkeypatch):
+    """JupyterLab showed a blank grid after "new epoch" when the slider was not at 0: two draws raced."""
+    pager, slider, again, drawn = _pager(monkeypatch, shuffle=True)
+    for page in (1, 2, 0, 2):
+        slider.value = page
+        before = len(drawn)
+        again.click()
+        assert len(drawn) == before + 1, "one click, one drawing"
+        assert slider.value == 0 and _ink(pager.children[2].value) > 100
 
 
 def test_png_digits_roundtrip(tmp_path):
@@ -149,8 +189,10 @@ def _rule(worker_id):
     random.seed(seed)
 
 
-def _constant(worker_id):
-    np.random.seed(0)
+def _rule_from_worker_info(worker_id):
+    seed = torch.utils.data.get_worker_info().seed % 2**32
+    np.random.seed(seed)
+    random.seed(seed)
 
 
 def test_worker_numpy_draws_shows_seeding():
@@ -158,7 +200,120 @@ def test_worker_numpy_draws_shows_seeding():
     assert sorted(ok) == [0, 1] and len(ok[0]) == len(ok[1]) == 3 and ok[0] != ok[1]
     assert ok == data.worker_numpy_draws(_rule, seed=0, length=6)
     assert ok != data.worker_numpy_draws(_rule, seed=1, length=6)
-    same = data.worker_numpy_draws(_constant, seed=0, length=6)
+    same = data.worker_numpy_draws(data.constant_numpy_seed, seed=0, length=6)
     assert same[0] == same[1]
     main = data.worker_numpy_draws(None, num_workers=0, length=3)
     assert list(main) == [-1] and len(main[-1]) == 3
+
+
+@pytest.mark.parametrize("init", [None, data.constant_numpy_seed, _rule, _rule_from_worker_info])
+def test_simulated_workers_draw_what_real_workers_draw(init):
+    for seed in (0, 7):
+        real = data.worker_numpy_draws(init, seed=seed, length=7, num_workers=2)
+        assert data.simulated_worker_draws(init, seed=seed, length=7, num_workers=2) == real
+
+
+def test_simulation_runs_a_function_real_spawned_workers_cannot_import():
+    def local_rule(worker_id):   # not importable by name: a spawned worker could not unpickle it
+        np.random.seed(torch.initial_seed() % 2**32)
+
+    draws = data.simulated_worker_draws(local_rule, seed=0, length=6)
+    assert draws == data.simulated_worker_draws(_rule, seed=0, length=6)
+
+
+def test_as_worker_seeds_like_a_worker_and_restores_everything():
+    torch.manual_seed(5)
+    np.random.seed(5)
+    random.seed(5)
+    expected = torch.rand(2), np.random.random_sample(2), random.random()
+    torch.manual_seed(5)
+    np.random.seed(5)
+    random.seed(5)
+    with data.as_worker(3, 4, base_seed=2**40):
+        assert torch.initial_seed() == 2**40 + 3
+        info = torch.utils.data.get_worker_info()
+        assert (info.id, info.num_workers, info.seed) == (3, 4, 2**40 + 3)
+        torch.rand(5), np.random.random_sample(5), random.random()
+    assert torch.utils.data.get_worker_info() is None
+    after = torch.rand(2), np.random.random_sample(2), random.random()
+    assert torch.equal(after[0], expected[0]) and np.array_equal(after[1], expected[1]) and after[2] == expected[2]
+
+
+def test_loader_base_seed_matches_a_loader():
+    class Seeds(torch.utils.data.Dataset):
+        def __len__(self):
+            return 1
+
+        def __getitem__(self, i):
+            return torch.initial_seed()
+
+    loader = DataLoader(Seeds(), num_workers=1, generator=torch.Generator().manual_seed(3))
+    assert int(next(iter(loader))) == data.loader_base_seed(3)
+
+
+# ---------------------------------------------------------------- the visible checks of DigitsDataset and SpiralDataset
+
+class _Digits(torch.utils.data.Dataset):
+    """A correct DigitsDataset, or one with a chosen normalization mistake."""
+
+    def __init__(self, split, mistake=None):
+        d = data.load_digits()
+        train = d.images[d.train_index].astype(np.float64)
+        rows = d.train_index if split == "train" else d.val_index
+        stats_from = {None: train, "own split": d.images[rows].astype(np.float64),
+                      "all images": d.images.astype(np.float64)}[mistake]
+        self.mean, self.std = float(stats_from.mean()), float(stats_from.std())
+        self.images = (torch.from_numpy(d.images[rows]).float().unsqueeze(1) - self.mean) / self.std
+        self.labels = torch.from_numpy(d.labels[rows]).long()
+
+    def __len__(self):
+        return len(self.labels)
+
+    def __getitem__(self, i):
+        return self.images[i], self.labels[i]
+
+
+def test_check_digits_split_accepts_a_correct_dataset():
+    data.check_digits_split(_Digits("train"), "train", [0, 1436])
+    data.check_digits_split(_Digits("val"), "val", [0, 359])
+
+
+@pytest.mark.parametrize("mistake,split,message", [
+    ("own split", "val", "the validation split computed its own mean"),
+    ("all images", "train", "computed over all 1,797 images"),
+])
+def test_check_digits_split_names_the_statistics_mistake(mistake, split, message):
+    with pytest.raises(checks.CheckFailed, match=message):
+        data.check_digits_split(_Digits(split, mistake), split, [0])
+
+
+def test_check_digits_split_diagnoses_images_normalized_with_their_own_split():
+    ds = _Digits("val", "own split")
+    ds.mean, ds.std = _Digits("train").mean, _Digits("train").std     # right attributes, wrong images
+    with pytest.raises(checks.CheckFailed, match="normalized with their own split"):
+        data.check_digits_split(ds, "val", [0])
+
+
+class _Spirals(torch.utils.data.Dataset):
+    def __init__(self, n=400, seed=0, shared=False, same_noise=False):
+        self.n, self.seed, self.shared, self.same_noise = n, seed, shared, same_noise
+        self.gen = torch.Generator().manual_seed(seed)
+
+    def __len__(self):
+        return 2 * self.n
+
+    def __getitem__(self, i):
+        point, label = data._clean_spiral_point(self.n, i)
+        key = self.seed if self.same_noise else self.seed * len(self) + i
+        gen = self.gen if self.shared else torch.Generator().manual_seed(key)
+        return (point + 0.08 * torch.randn(2, generator=gen, dtype=torch.float64)).float(), torch.tensor(label)
+
+
+def test_check_spiral_items():
+    data.check_spiral_items(_Spirals(), 400, [0, 5, 400, 799])
+    with pytest.raises(checks.CheckFailed, match="item 0 changed between two reads"):
+        data.check_spiral_items(_Spirals(shared=True), 400, [0, 5])
+    with pytest.raises(checks.CheckFailed, match="got exactly the same noise"):
+        data.check_spiral_items(_Spirals(same_noise=True), 400, [0, 5])
+    with pytest.raises(checks.CheckFailed, match="more than 6 noise standard deviations"):
+        data.check_spiral_items(_Spirals(n=50), 400, [40])

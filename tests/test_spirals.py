@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from autograder import spirals
+from autograder.kernel import spirals
 
 
 def test_make_spirals_shapes_dtypes_and_split():
@@ -114,3 +114,131 @@ def test_plot_history_draws_three_curves_and_checks_keys():
     with pytest.raises(KeyError, match="val_acc"):
         spirals.plot_history({"train_loss": [1.0], "val_loss": [1.0]})
     plt.close("all")
+
+
+def test_plot_decision_boundary_labels_its_axes():
+    torch.manual_seed(0)
+    X, y, _, _ = spirals.make_spirals(20, seed=1)
+    ax = spirals.plot_decision_boundary(spirals.spiral_model(), X, y, resolution=10)
+    assert "x_1" in ax.get_xlabel() and "x_2" in ax.get_ylabel()
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["class 0", "class 1"]
+    plt.close("all")
+
+
+# ---------------------------------------------------------------- instruments for lesson 04's checks
+
+def _epoch(model, loss_fn, keep_tensors: bool, batches: int = 4) -> float:
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    total = 0.0
+    for _ in range(batches):
+        xb, yb = torch.randn(4, 3), torch.randint(0, 2, (4,))
+        optimizer.zero_grad()
+        loss = loss_fn(model(xb), yb)
+        loss.backward()
+        optimizer.step()
+        total = total + (loss * 4 if keep_tensors else loss.item() * 4)
+    return total.item() if torch.is_tensor(total) else total
+
+
+def test_loss_probe_sees_kept_graphs():
+    torch.manual_seed(0)
+    model = nn.Linear(3, 2)
+    logging = spirals.LossProbe(nn.CrossEntropyLoss())
+    _epoch(model, logging, keep_tensors=False)
+    assert logging.calls == 4 and logging.max_kept == 1      # the previous batch's `loss`, until reassigned
+    keeping = spirals.LossProbe(nn.CrossEntropyLoss())
+    _epoch(model, keeping, keep_tensors=True)
+    assert keeping.max_kept == 3
+    with torch.no_grad():
+        value = spirals.LossProbe(nn.CrossEntropyLoss())(model(torch.ones(2, 3)), torch.tensor([0, 1]))
+    assert value.grad_fn is None
+
+
+def test_loss_probe_returns_the_same_loss_and_gradients():
+    torch.manual_seed(0)
+    model = nn.Linear(3, 2)
+    x, y = torch.randn(5, 3), torch.randint(0, 2, (5,))
+    plain = nn.functional.cross_entropy(model(x), y)
+    (grad,) = torch.autograd.grad(plain, model.weight)
+    probed = spirals.LossProbe(nn.CrossEntropyLoss())(model(x), y)
+    assert torch.equal(probed, plain)
+    assert torch.equal(torch.autograd.grad(probed, model.weight)[0], grad)
+
+
+def test_recording_sgd_records_each_step():
+    model = nn.Linear(2, 1)
+    opt = spirals.RecordingSGD(model.parameters(), lr=0.0)
+    x = torch.ones(3, 2)
+    for clear in (True, True, False):
+        if clear:
+            opt.zero_grad()
+        model(x).sum().backward()
+        opt.step()
+    assert len(opt.grads_at_step) == 3
+    assert opt.same_gradients(0, 1) and not opt.same_gradients(1, 2)
+    assert torch.equal(opt.grads_at_step[2][0], 2 * opt.grads_at_step[1][0])
+
+
+def test_record_modes_records_and_restores_grad_mode():
+    model = nn.Sequential(nn.Linear(2, 2), nn.Dropout(0.5))
+    model.train()
+    with spirals.record_modes(model) as seen:
+        model(torch.ones(1, 2))
+        model.eval()
+        with torch.no_grad():
+            model(torch.ones(1, 2))
+        torch.set_grad_enabled(False)          # the leak a wrong evaluate would cause
+    assert seen.training == [True, False] and seen.grad_enabled == [True, False]
+    assert seen.grad_enabled_after is False and torch.is_grad_enabled()
+    model(torch.ones(1, 2))
+    assert len(seen.training) == 2, "the hook is removed after the block"
+
+
+def test_decoy_device_points_the_global_elsewhere_and_restores_it():
+    from autograder.kernel import checks
+
+    namespace = {"device": torch.device("cpu")}
+    with pytest.raises(checks.CheckFailed) as info:
+        with spirals.decoy_device(namespace):
+            assert namespace["device"].type == "meta"
+            nn.Linear(2, 2)(torch.ones(1, 2).to(namespace["device"])).sum().item()
+    message = str(info.value)
+    assert "global `device` was the meta device" in message and "next(model.parameters()).device" in message
+    assert "0x" not in message, "no memory addresses: the message must be the same on every run"
+    assert namespace["device"] == torch.device("cpu")
+    with pytest.raises(checks.CheckFailed, match="meta device, and the function raised RuntimeError"):
+        with spirals.decoy_device(namespace):
+            checks.call(lambda: torch.ones(1).to(namespace["device"]).item())
+    with pytest.raises(ValueError, match="unrelated"):
+        with spirals.decoy_device(namespace):
+            raise ValueError("unrelated")
+    empty = {}
+    with spirals.decoy_device(empty):
+        assert "device" in empty
+    assert empty == {}
+
+
+def test_table_model_and_accuracy_hints():
+    logits = torch.tensor([[2.0, 1.0], [0.0, 3.0], [1.5, 0.5]])
+    labels = torch.tensor([0, 1, 1])
+    table = spirals.table_model(logits)
+    assert torch.equal(table(torch.eye(3)), logits)
+    assert "broadcasts to an (N, N) table" in spirals.accuracy_hint(1.5, logits, labels)
+    float_scores = (logits.max(1).values == labels).float().mean().item()
+    assert "float scores" in spirals.accuracy_hint(float_scores, logits, labels)
+    assert spirals.accuracy_hint(torch.tensor(0.5), logits, labels).startswith("accuracy =")
+
+
+def test_fit_spy_records_calls_and_restores_the_namespace():
+    model = nn.Linear(2, 2)
+    train_loader, val_loader, other = object(), object(), object()
+    opt, loss_fn = torch.optim.SGD(model.parameters(), lr=0.1), nn.CrossEntropyLoss()
+    spy = spirals.FitSpy(model, train_loader, val_loader, opt, loss_fn)
+    namespace = {"train_one_epoch": "mine", "evaluate": "mine too"}
+    with spy.installed(namespace):
+        assert namespace["train_one_epoch"](model, train_loader, loss_fn, opt) == 1.01
+        assert namespace["evaluate"](model, other, loss_fn) == (2.02, 0.52)
+        namespace["evaluate"](nn.Linear(2, 2), val_loader, loss_fn)
+    assert namespace == {"train_one_epoch": "mine", "evaluate": "mine too"}
+    assert spy.calls == [("train_one_epoch", "train_loader", True), ("evaluate", "another loader", True),
+                         ("evaluate", "val_loader", False)]

@@ -14,6 +14,7 @@ the way a worker would, but in this process, so it also works with a notebook fu
 from __future__ import annotations
 
 import io
+import math
 import random
 from contextlib import contextmanager
 from pathlib import Path
@@ -400,3 +401,42 @@ def check_digits_split(ds, split: str, positions) -> None:
         checks.check_tensor(label, torch.tensor(int(d.labels[rows[i]])), f"{name}[{i}] label",
                             hints={"shape": "a label is a single number: a 0-dimensional tensor "
                                             "(index the label tensor with [i])."})
+
+
+# ---------------------------------------------------------------- visible checks of SpiralDataset
+
+def _clean_spiral_point(n_per_class: int, i: int) -> tuple[torch.Tensor, int]:
+    label = i // n_per_class
+    t = torch.linspace(0.5, 3 * math.pi, n_per_class, dtype=torch.float64)[i % n_per_class]
+    radius, angle = t / (3 * math.pi) * 2.5, t + label * math.pi
+    return torch.stack([radius * torch.cos(angle), radius * torch.sin(angle)]), label
+
+
+def check_spiral_items(ds, n_per_class: int, positions) -> None:
+    """Visible checks of lesson 03's ``SpiralDataset`` on the items at ``positions``.
+
+    Each item, read twice, must give the same float32 point of shape (2,), within 0.5 of
+    its noise-free spiral position, and the label ``i // n_per_class`` as a 0-dimensional
+    ``torch.long``; different items must get different noise.
+    """
+    name = f"SpiralDataset({n_per_class})"
+    noises = set()
+    for i in positions:
+        point, label = checks.dataset_item(ds, i, f"{name}[{i}]")
+        clean, want_label = _clean_spiral_point(n_per_class, i)
+        checks.check_tensor(label, torch.tensor(want_label), f"label of {name}[{i}]",
+                            hints={"shape": "a label is a single number: a 0-dimensional tensor, "
+                                            "e.g. torch.tensor(label)."})
+        checks.check_tensor(point, clean.float(), f"point {name}[{i}]", atol=0.5,
+                            hints={"values": "more than 6 noise standard deviations from the clean spiral point: "
+                                             "check t, the radius, the angle (t + label * pi) and the noise "
+                                             "scale 0.08."})
+        again = checks.dataset_item(ds, i, f"{name}[{i}], read again")[0]
+        checks.expect(torch.equal(point, again),
+                      f"item {i} changed between two reads: a generator shared by all items (or the global "
+                      "RNG) advances with every access, so an item depends on what was read before it. Seed a "
+                      "fresh torch.Generator from (seed, index) inside __getitem__.")
+        noises.add(tuple((point.double() - clean).round(decimals=6).tolist()))
+    checks.expect(len(noises) == len(positions),
+                  f"items {list(positions)} got exactly the same noise: a generator seeded with `seed` alone "
+                  "gives every item the same draws; seed it from both the seed and the index.")

@@ -4,15 +4,23 @@ The course's reference experiment is, in this order: ``torch.manual_seed(0)``;
 ``make_spirals(400)`` (class-0 noise, class-1 noise, one permutation);
 ``spiral_model()`` (its initialization); the training loader's shuffles; and after
 training a second, fresh ``spiral_model()``.
+
+The second half holds the instruments that lesson 04's test cells use to watch a
+training loop from outside: which mode the model ran in, whether gradients were
+cleared, whether batch graphs stay alive, which device a batch went to, and how ``fit``
+calls its two helpers. None of them trains or evaluates anything itself.
 """
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 
 import torch
 from torch import nn
 
-__all__ = ["make_spirals", "spiral_model", "graph_size", "plot_decision_boundary", "plot_history"]
+__all__ = ["make_spirals", "spiral_model", "graph_size", "plot_decision_boundary", "plot_history",
+           "LossProbe", "RecordingSGD", "record_modes", "decoy_device", "table_model", "accuracy_hint",
+           "FitSpy"]
 
 
 def make_spirals(
@@ -109,16 +117,17 @@ def plot_decision_boundary(model: nn.Module, X: torch.Tensor, y: torch.Tensor, a
         prob = _predict_grid(model, xx, yy)
     finally:
         model.train(was_training)
-    ax.contourf(xx.numpy(), yy.numpy(), prob.numpy(), levels=20, cmap="RdBu_r", vmin=0.0, vmax=1.0, alpha=0.6)
+    ax.contourf(xx.numpy(), yy.numpy(), prob.numpy(), levels=20, cmap="RdBu_r", vmin=-0.25, vmax=1.25, alpha=0.5)
     ax.contour(xx.numpy(), yy.numpy(), prob.numpy(), levels=[0.5], colors="k", linewidths=1.0)
-    for label, color in ((0, "tab:blue"), (1, "tab:red")):
+    # White-edged dark markers of two shapes stay visible on both shades, and without colour.
+    for label, color, marker in ((0, "#08306b", "o"), (1, "#67000d", "^")):
         mask = y == label
-        ax.scatter(X[mask, 0].numpy(), X[mask, 1].numpy(), s=8, c=color, edgecolors="white",
-                   linewidths=0.3, label=f"class {label}")
+        ax.scatter(X[mask, 0].numpy(), X[mask, 1].numpy(), s=16, c=color, marker=marker, edgecolors="white",
+                   linewidths=0.5, label=f"class {label}")
     ax.set_aspect("equal")
-    ax.set_xticks([])
-    ax.set_yticks([])
-    ax.legend(loc="lower right", fontsize=8)
+    ax.set_xlabel("$x_1$ (first feature)")
+    ax.set_ylabel("$x_2$ (second feature)")
+    ax.legend(loc="lower right", fontsize=8, framealpha=0.9)
     if title:
         ax.set_title(title)
     return ax
@@ -153,3 +162,202 @@ def plot_history(history: dict, axes=None, *, label: str | None = None):
     acc_ax.set_ylim(0.4, 1.02)
     acc_ax.legend(fontsize=8, loc="lower right")
     return axes
+
+
+# ---------------------------------------------------------------- instruments for lesson 04's checks
+
+class _Tagged(torch.autograd.Function):
+    """The identity, as a graph node that can carry a token (the token dies with the node)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+class _Token:
+    def __init__(self, alive: set, key: int):
+        self.alive, self.key = alive, key
+        alive.add(key)
+
+    def __del__(self):
+        self.alive.discard(self.key)
+
+
+class LossProbe:
+    """A loss function that watches how long each batch's autograd graph stays alive.
+
+    Call it like the loss function it wraps. ``max_kept`` is the largest number of earlier
+    batches whose graphs were still alive when a new batch's loss was computed. A loop
+    that logs ``loss.item()`` keeps at most one (the previous batch's ``loss``, until the
+    name is reused); ``total = total + loss`` or a list of loss tensors keeps them all.
+    """
+
+    def __init__(self, loss_fn):
+        self.loss_fn = loss_fn
+        self.calls = 0
+        self.max_kept = 0
+        self._alive: set[int] = set()
+
+    def __call__(self, *args, **kwargs):
+        self.max_kept = max(self.max_kept, len(self._alive))
+        loss = self.loss_fn(*args, **kwargs)
+        if torch.is_tensor(loss) and loss.requires_grad:
+            loss = _Tagged.apply(loss)
+            loss.grad_fn.token = _Token(self._alive, self.calls)
+        self.calls += 1
+        return loss
+
+
+class RecordingSGD(torch.optim.SGD):
+    """Plain SGD that keeps a copy of every parameter's ``.grad`` each time ``step()`` runs."""
+
+    def __init__(self, params, lr: float):
+        super().__init__(params, lr=lr)
+        self.grads_at_step: list[list[torch.Tensor | None]] = []
+
+    def step(self, closure=None):
+        self.grads_at_step.append([None if p.grad is None else p.grad.detach().clone()
+                                   for group in self.param_groups for p in group["params"]])
+        return super().step(closure)
+
+    def same_gradients(self, i: int, j: int) -> bool:
+        """Did steps ``i`` and ``j`` see the same gradients (all present, equal up to rounding)?"""
+        a, b = self.grads_at_step[i], self.grads_at_step[j]
+        return all(x is not None and y is not None and torch.allclose(x, y, rtol=1e-5, atol=1e-7)
+                   for x, y in zip(a, b))
+
+
+class ForwardRecord:
+    """What :func:`record_modes` saw: per forward pass, the mode and the grad mode; grad mode at the end."""
+
+    def __init__(self):
+        self.training: list[bool] = []
+        self.grad_enabled: list[bool] = []
+        self.grad_enabled_after: bool | None = None
+
+
+@contextmanager
+def record_modes(model: nn.Module):
+    """Record every forward pass of ``model`` inside the block: all layers in training mode? grad mode on?
+
+    When the block ends it also records whether grad mode is still on (code that calls
+    ``torch.set_grad_enabled(False)`` as a statement leaves it off), then puts grad mode
+    back as it was when the block began.
+    """
+    record = ForwardRecord()
+
+    def hook(module, inputs, output):
+        record.training.append(all(m.training for m in module.modules()))
+        record.grad_enabled.append(torch.is_grad_enabled())
+
+    handle = model.register_forward_hook(hook)
+    grad_before = torch.is_grad_enabled()
+    try:
+        yield record
+    finally:
+        handle.remove()
+        record.grad_enabled_after = torch.is_grad_enabled()
+        torch.set_grad_enabled(grad_before)
+
+
+@contextmanager
+def decoy_device(namespace: dict, decoy: str = "meta"):
+    """Inside the block the notebook's global ``device`` names a device no test model lives on.
+
+    A function that moves each batch to ``next(model.parameters()).device`` is unaffected.
+    One that uses the global ``device`` fails with an error that mentions ``meta`` (on a
+    CPU-only machine the two devices would otherwise be the same, and the mistake would only
+    show on a GPU); the block turns that error into a ``CheckFailed`` that names the mistake.
+    ``device`` is restored afterwards.
+    """
+    from autograder.kernel import checks
+
+    missing = object()
+    saved = namespace.get("device", missing)
+    namespace["device"] = torch.device(decoy)
+    try:
+        yield
+    except Exception as exc:  # an error about the decoy device is the finding we report
+        cause = exc.__context__ if isinstance(exc, checks.CheckFailed) and exc.__context__ is not None else exc
+        if decoy not in str(cause):
+            raise
+        raise checks.CheckFailed(
+            f"while this test ran, the notebook's global `device` was the {decoy} device, and the function raised "
+            f"{type(cause).__name__}: {cause}\nLikely mistake: the batch (or the model) went to the global "
+            "`device`; the function must use the device of the model's parameters: "
+            "`next(model.parameters()).device`.") from None
+    finally:
+        if saved is missing:
+            namespace.pop("device", None)
+        else:
+            namespace["device"] = saved
+
+
+def table_model(logits: torch.Tensor, dropout: float = 0.0) -> nn.Sequential:
+    """A model whose output for one-hot input row i is ``logits[i]`` (after a dropout layer)."""
+    layer = nn.Linear(len(logits), logits.shape[1], bias=False)
+    with torch.no_grad():
+        layer.weight.copy_(logits.T)
+    return nn.Sequential(nn.Dropout(dropout), layer)
+
+
+def accuracy_hint(got, logits: torch.Tensor, labels: torch.Tensor) -> str:
+    """Name the mistake that turns ``logits`` and ``labels`` into the accuracy ``got``."""
+    generic = "accuracy = (number of samples with logits.argmax(dim=1) == label) / number of samples."
+    if type(got) not in (int, float):
+        return generic
+    preds = logits.argmax(1)
+    scores = logits.max(1).values
+    if got > 1.0:
+        return ("accuracy above 1: predictions of shape (N,) were compared with labels of shape (N, 1) (or the "
+                "reverse), which broadcasts to an (N, N) table of every pair. Compare two (N,) tensors.")
+    if abs(got - (scores == labels).float().mean().item()) < 1e-9:
+        return ("the predictions compared with the labels were float scores (logits.max(1).values or probabilities), "
+                "not long class indices: 2.25 == 1 is simply False, with no error. Use logits.argmax(dim=1) "
+                "(or logits.max(1).indices), which is torch.long like the labels.")
+    if abs(got - (preds.view(-1, 1) == labels.view(1, -1)).sum().item() / len(labels)) < 1e-9:
+        return "a broadcast comparison between (N,) and (N, 1) counted pairs, not samples."
+    return generic
+
+
+class FitSpy:
+    """Stand-ins for ``train_one_epoch`` and ``evaluate`` that record how ``fit`` calls them.
+
+    Each call is recorded in ``calls`` as ``(function name, which loader, same objects)``:
+    the loader is ``"train_loader"``, ``"val_loader"`` or ``"another loader"``, and *same
+    objects* says whether the model, loss function (and optimizer) are the ones given
+    to ``fit``. The stand-ins return made-up numbers that change with every call:
+    ``1 + n/100`` from training, ``(2 + n/100, 0.5 + n/100)`` from evaluation, where ``n``
+    counts the calls so far (this one included).
+    """
+
+    def __init__(self, model, train_loader, val_loader, optimizer, loss_fn):
+        self.model, self.optimizer, self.loss_fn = model, optimizer, loss_fn
+        self.loaders = {id(train_loader): "train_loader", id(val_loader): "val_loader"}
+        self.calls: list[tuple[str, str, bool]] = []
+
+    def _record(self, name, model, loader, loss_fn, optimizer=None) -> int:
+        same = model is self.model and loss_fn is self.loss_fn and (optimizer is None or optimizer is self.optimizer)
+        self.calls.append((name, self.loaders.get(id(loader), "another loader"), same))
+        return len(self.calls)
+
+    def train_one_epoch(self, model, loader, loss_fn, optimizer):
+        return 1.0 + self._record("train_one_epoch", model, loader, loss_fn, optimizer) / 100
+
+    def evaluate(self, model, loader, loss_fn):
+        n = self._record("evaluate", model, loader, loss_fn)
+        return 2.0 + n / 100, 0.5 + n / 100
+
+    @contextmanager
+    def installed(self, namespace: dict):
+        """Inside the block, ``train_one_epoch`` and ``evaluate`` in ``namespace`` are the stand-ins."""
+        saved = {name: namespace.get(name) for name in ("train_one_epoch", "evaluate")}
+        namespace["train_one_epoch"], namespace["evaluate"] = self.train_one_epoch, self.evaluate
+        try:
+            yield self
+        finally:
+            namespace.update(saved)

@@ -1,4 +1,7 @@
-"""Wrong answers for lesson 03, one per pitfall the curriculum lists (exercise -> pitfall -> answer cell)."""
+"""Wrong answers for lesson 03, one per pitfall the curriculum lists and a few more (exercise -> pitfall -> answer cell).
+
+PITFALLS fail a visible check with their message; HIDDEN_ONLY pass every visible check and fail a hidden one.
+"""
 
 _DIGITS_HEAD = '''
 class DigitsDataset(Dataset):
@@ -95,6 +98,11 @@ class DigitsDataset(Dataset):
         "a fresh generator seeded with the seed alone (every item gets the same noise)": _SPIRAL_HEAD + '''
         noise = torch.randn(2, generator=torch.Generator().manual_seed(self.seed))
 ''' + _SPIRAL_TAIL,
+        "reseeding the global RNG in __getitem__ (deterministic items, but shuffling and dropout are reseeded)":
+            _SPIRAL_HEAD + '''
+        torch.manual_seed(self.seed * len(self) + i)
+        noise = torch.randn(2)
+''' + _SPIRAL_TAIL,
     },
     "make_loaders": {
         "shuffling the validation loader": '''
@@ -117,6 +125,33 @@ def seed_worker(worker_id):
 def seed_worker(worker_id):
     np.random.seed(worker_id)
     random.seed(worker_id)
+''',
+    },
+}
+
+
+HIDDEN_ONLY = {
+    "SpiralDataset": {
+        "t spaced over a fixed 400 points, whatever n_per_class is (the visible checks use 400)": '''
+class SpiralDataset(Dataset):
+    def __init__(self, n_per_class=400, seed=0):
+        self.n_per_class = n_per_class
+        self.seed = seed
+        self.t = torch.linspace(0.5, 3 * math.pi, 400)
+
+    def __len__(self):
+        return 2 * self.n_per_class
+
+    def __getitem__(self, i):
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        label = i // self.n_per_class
+        t = self.t[i % self.n_per_class]
+        radius = t / (3 * math.pi) * 2.5
+        angle = t + label * math.pi
+        noise = torch.randn(2, generator=torch.Generator().manual_seed(self.seed * len(self) + i))
+        point = radius * torch.stack([torch.cos(angle), torch.sin(angle)]) + 0.08 * noise
+        return point, torch.tensor(label)
 ''',
     },
 }

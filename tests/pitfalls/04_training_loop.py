@@ -1,4 +1,7 @@
-"""Wrong answers for lesson 04, one per pitfall the curriculum lists (exercise -> pitfall -> answer cell)."""
+"""Wrong answers for lesson 04, one per pitfall the curriculum lists and a few more (exercise -> pitfall -> answer cell).
+
+PITFALLS fail a visible check with their message; HIDDEN_ONLY pass every visible check and fail a hidden one.
+"""
 
 PITFALLS = {
     "train_one_epoch": {
@@ -45,6 +48,35 @@ def train_one_epoch(model, loader, loss_fn, optimizer):
         count += len(yb)
     return total / count
 ''',
+        "adds loss tensors, total = total + loss * len(yb): a float in the end, every batch's graph kept": '''
+def train_one_epoch(model, loader, loss_fn, optimizer):
+    device = next(model.parameters()).device
+    model.train()
+    total, count = 0.0, 0
+    for xb, yb in loader:
+        xb, yb = xb.to(device), yb.to(device)
+        optimizer.zero_grad()
+        loss = loss_fn(model(xb), yb)
+        loss.backward()
+        optimizer.step()
+        total = total + loss * len(yb)
+        count += len(yb)
+    return total.item() / count
+''',
+        "moves batches to the notebook's global device instead of the model's": '''
+def train_one_epoch(model, loader, loss_fn, optimizer):
+    model.train()
+    total, count = 0.0, 0
+    for xb, yb in loader:
+        xb, yb = xb.to(device), yb.to(device)
+        optimizer.zero_grad()
+        loss = loss_fn(model(xb), yb)
+        loss.backward()
+        optimizer.step()
+        total += loss.item() * len(yb)
+        count += len(yb)
+    return total / count
+''',
         "averages the batch means per batch instead of per sample": '''
 def train_one_epoch(model, loader, loss_fn, optimizer):
     device = next(model.parameters()).device
@@ -85,6 +117,33 @@ def evaluate(model, loader, loss_fn):
         total += loss_fn(logits, yb).item() * len(yb)
         correct += (logits.argmax(dim=1) == yb).sum().item()
         count += len(yb)
+    return total / count, correct / count
+''',
+        "torch.set_grad_enabled(False) as a statement: grad mode stays off after evaluate": '''
+def evaluate(model, loader, loss_fn):
+    device = next(model.parameters()).device
+    model.eval()
+    torch.set_grad_enabled(False)
+    total, correct, count = 0.0, 0, 0
+    for xb, yb in loader:
+        xb, yb = xb.to(device), yb.to(device)
+        logits = model(xb)
+        total += loss_fn(logits, yb).item() * len(yb)
+        correct += (logits.argmax(dim=1) == yb).sum().item()
+        count += len(yb)
+    return total / count, correct / count
+''',
+        "moves batches to the notebook's global device instead of the model's": '''
+def evaluate(model, loader, loss_fn):
+    model.eval()
+    total, correct, count = 0.0, 0, 0
+    with torch.no_grad():
+        for xb, yb in loader:
+            xb, yb = xb.to(device), yb.to(device)
+            logits = model(xb)
+            total += loss_fn(logits, yb).item() * len(yb)
+            correct += (logits.argmax(dim=1) == yb).sum().item()
+            count += len(yb)
     return total / count, correct / count
 ''',
         "labels compared in the wrong dtype: float scores from max(...)[0] against long labels": '''
@@ -135,6 +194,43 @@ def fit(model, train_loader, val_loader, epochs, optimizer, loss_fn):
         train_loss = train_one_epoch(model, train_loader, loss_fn, optimizer)
         val_loss, val_acc = evaluate(model, val_loader, loss_fn)
     return {"train_loss": [train_loss], "val_loss": [val_loss], "val_acc": [val_acc]}
+''',
+    },
+}
+
+
+HIDDEN_ONLY = {
+    "evaluate": {
+        "ignores the loss_fn it is given (plain cross-entropy; the visible checks use plain cross-entropy)": '''
+def evaluate(model, loader, loss_fn):
+    device = next(model.parameters()).device
+    model.eval()
+    total, correct, count = 0.0, 0, 0
+    with torch.no_grad():
+        for xb, yb in loader:
+            xb, yb = xb.to(device), yb.to(device)
+            logits = model(xb)
+            total += nn.functional.cross_entropy(logits, yb).item() * len(yb)
+            correct += (logits.argmax(dim=1) == yb).sum().item()
+            count += len(yb)
+    return total / count, correct / count
+''',
+    },
+    "train_one_epoch": {
+        "ignores the loss_fn it is given (plain cross-entropy; the visible checks use plain cross-entropy)": '''
+def train_one_epoch(model, loader, loss_fn, optimizer):
+    device = next(model.parameters()).device
+    model.train()
+    total, count = 0.0, 0
+    for xb, yb in loader:
+        xb, yb = xb.to(device), yb.to(device)
+        optimizer.zero_grad()
+        loss = nn.functional.cross_entropy(model(xb), yb)
+        loss.backward()
+        optimizer.step()
+        total += loss.item() * len(yb)
+        count += len(yb)
+    return total / count
 ''',
     },
 }
