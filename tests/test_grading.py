@@ -69,8 +69,8 @@ DISPLAYHOOK = ("def shares_storage(a, b):\n"
                "    return False\n")
 LEGITIMATE_STYLES = {
     "shares_storage": ("import math\nSCALE = 1 / math.sqrt(2)\nH, W = 8, 8\n"
-                       "storage_of = lambda t: t.untyped_storage().data_ptr()\n"
-                       "def shares_storage(a, b):\n    return storage_of(a) == storage_of(b)\n"),
+                       "storage_of = lambda t: (t.untyped_storage().nbytes() > 0, t.untyped_storage().data_ptr())\n"
+                       "def shares_storage(a, b):\n    return storage_of(a)[0] and storage_of(a) == storage_of(b)\n"),
     "flatten_features": ("try:\n    from math import prod\nexcept ImportError:\n    prod = None\n"
                          "CALLS = 0\nCALLS += 1\n"
                          "def flatten_features(x):\n    rest = [d for d in x.shape[1:]]\n"
@@ -155,7 +155,8 @@ CASES = {
         None, "memory-limit", dict(FULL, linear_forward=0.0)),
     "long-debug-print": (answers(shares_storage=(
         "def shares_storage(a, b):\n    for i in range(20000):\n        print('debug line', i, 'x' * 80)\n"
-        "    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()\n")),
+        "    sa, sb = a.untyped_storage(), b.untyped_storage()\n"
+        "    return sa.nbytes() > 0 and sb.nbytes() > 0 and sa.data_ptr() == sb.data_ptr()\n")),
         None, "graded", FULL),
     "output-flood": (answers(linear_forward=(
         "def linear_forward(x, weight, bias):\n    while True:\n        print('x' * 10000)\n")),
