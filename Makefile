@@ -11,7 +11,7 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 PYTEST_ARGS ?=
 # pytest-xdist workers: independent groups of tests (see tests/grouping.py) share the cores
 TEST_WORKERS ?= auto
-PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=15
+PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=15
 export PATH := $(abspath $(BIN)):$(PATH)
 # One BLAS/OpenMP thread per process: the test workers and the grader's jobs already share the
 # cores, and oversubscribed threads spin-wait (a tiny forward pass went from 0.1 ms to 17 ms).

@@ -1,8 +1,10 @@
-"""Groups for pytest-xdist (``make test`` runs ``-n 2 --dist loadgroup``), and the order they start in.
+"""Test groups: the order they start in under pytest-xdist, and which are slow.
 
-A group runs whole on one worker, so a group shares its fixtures: one kernel per lesson in
-test_pitfalls, one scratch course per lesson in test_autograde, one nbval kernel per
-notebook. The longest groups start first, so the two cores finish together.
+``make test`` runs ``-n auto --dist loadfile``: a file runs whole on one worker, so it
+shares its fixtures (one kernel per lesson in test_pitfalls, one scratch course per lesson
+in test_autograde, one nbval kernel per notebook). The longest files start first. Each item
+also gets an ``xdist_group`` mark for ``--dist loadgroup`` (finer, per lesson), and the
+slow groups a ``slow`` mark, which ``make test-quick`` leaves out.
 """
 from __future__ import annotations
 
@@ -39,6 +41,7 @@ def group_of(item) -> str:
     return name
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker hook turns the marks into group ids
 def pytest_collection_modifyitems(config, items):
     from autograder import course
 
