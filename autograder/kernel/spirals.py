@@ -140,6 +140,7 @@ def plot_history(history: dict, axes=None, *, label: str | None = None):
     value per epoch, as ``fit`` returns them. Pass ``axes`` (two of them) to overlay runs.
     """
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     missing = {"train_loss", "val_loss", "val_acc"} - set(history)
     if missing:
@@ -153,6 +154,8 @@ def plot_history(history: dict, axes=None, *, label: str | None = None):
     loss_ax.plot(epochs, history["val_loss"], linestyle="--", color=train_line.get_color(),
                  label=prefix + "validation loss")
     loss_ax.set_yscale("log")
+    for ax in axes:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     loss_ax.set_xlabel("epoch")
     loss_ax.set_ylabel("cross-entropy (log scale)")
     loss_ax.legend(fontsize=8)

@@ -1,4 +1,4 @@
-"""Wrong answers for lesson 03, one per pitfall the curriculum lists and a few more (exercise -> pitfall -> answer cell).
+"""Wrong answers for lesson 03: one per pitfall the curriculum lists, and a few more (exercise -> pitfall -> answer).
 
 PITFALLS fail a visible check with their message; HIDDEN_ONLY pass every visible check and fail a hidden one.
 """
