@@ -33,7 +33,8 @@ WRONG_FLATTEN = "def flatten_features(x):\n    return x.view(x.shape[0], -1)\n"
 WRONG_LINEAR = "def linear_forward(x, weight, bias):\n    return x @ weight + bias\n"
 WRONG_LABELS = "def to_class_labels(arr):\n    return torch.from_numpy(arr)\n"
 WRONG_SHARES = "def shares_storage(a, b):\n    return a.data_ptr() == b.data_ptr()\n"
-HIDDEN_ONLY_FLATTEN = "def flatten_features(x):\n    return x.reshape(x.shape[0], -1).clone()\n"
+# passes every visible check and fails only a hidden one (test_pitfalls proves both for the whole table)
+HIDDEN_ONLY_COPY = next(iter(kit.load_pitfall_module(LESSON).HIDDEN_ONLY["independent_copy"].values()))
 ZERO = {n: 0.0 for n in EXERCISES}
 
 # Every trick below is something a student who read autograder/ could try. Each one makes the
@@ -98,8 +99,8 @@ def answers(**overrides):
 CASES = {
     "honest-solution": (answers(), None, "graded", FULL),
     "honest-untouched": (None, None, "graded", ZERO),
-    "hidden-only-wrong": (answers(flatten_features=HIDDEN_ONLY_FLATTEN), None, "graded",
-                          dict(FULL, flatten_features=0.0)),
+    "hidden-only-wrong": (answers(independent_copy=HIDDEN_ONLY_COPY), None, "graded",
+                          dict(FULL, independent_copy=0.0)),
     "legitimate-styles": (answers(**LEGITIMATE_STYLES), "legit", "graded", FULL),
     "trick-noop-helpers-from-default-arg": ({"release": {"shares_storage": NOOP_HELPERS}}, None, "graded", ZERO),
     "trick-patch-tensor-sub": ({"release": {"shares_storage": TENSOR_SUB}}, None, "graded", ZERO),
@@ -154,13 +155,13 @@ CASES = {
         "    while True:\n        hog.append(bytearray(50 * 2**20))\n")),
         None, "memory-limit", dict(FULL, linear_forward=0.0)),
     "long-debug-print": (answers(shares_storage=(
-        "def shares_storage(a, b):\n    for i in range(20000):\n        print('debug line', i, 'x' * 80)\n"
+        "def shares_storage(a, b):\n    for i in range(2000):\n        print('debug line', i, 'x' * 80)\n"
         "    sa, sb = a.untyped_storage(), b.untyped_storage()\n"
         "    return sa.nbytes() > 0 and sb.nbytes() > 0 and sa.data_ptr() == sb.data_ptr()\n")),
         None, "graded", FULL),
     "output-flood": (answers(linear_forward=(
         "def linear_forward(x, weight, bias):\n    while True:\n        print('x' * 10000)\n")),
-        None, "timeout", dict(FULL, linear_forward=0.0)),
+        None, "output-limit", dict(FULL, linear_forward=0.0)),
     "corrupt-json": (answers(), "corrupt", "corrupt", ZERO),
     "renamed-notebook": (answers(), "rename-file", "missing", ZERO),
     "empty-folder": (answers(), "empty", "missing", ZERO),
@@ -336,11 +337,23 @@ def test_every_submission_gets_its_status(graded_class):
              if statuses[student][0] != case[2] and not (case[2] is None and statuses[student][0] in FORK_BOMB_STATUSES)}
     assert not wrong, f"unexpected statuses: {wrong}\n{proc.stderr}"
     for student, (status, reason) in statuses.items():
-        assert status in ("graded", "timeout", "kernel-died", "memory-limit", "corrupt", "missing", "tampered", "error")
+        assert status in ("graded", "timeout", "kernel-died", "memory-limit", "output-limit", "corrupt", "missing",
+                          "tampered", "error")
         if status != "graded":
             assert reason, f"{student}: status {status} without a reason"
     assert "my_work.ipynb" in statuses["renamed-notebook"][1]
     assert "not valid JSON" in statuses["corrupt-json"][1]
+
+
+def test_long_output_is_cut_not_punished(graded_class):
+    """3.6 MB of honest debug prints: kept to 1000 lines per cell and to the 1 MB cap, graded in full."""
+    root, _, _, report = graded_class
+    entry = next(s for s in report["submissions"] if s["student"] == "long-debug-print")
+    assert any("output past 1 MB was dropped" in note for note in entry.get("notes", [])), entry
+    nb = nbformat.read(root / "autograded" / "long-debug-print" / LESSON / f"{LESSON}.ipynb", as_version=4)
+    streams = [o.text for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "stream"]
+    assert streams and all(text.count("\n") <= 1002 for text in streams)
+    assert any("[grader] output past 1 MB was dropped" in text for text in streams)
 
 
 def test_scores_are_what_the_answers_deserve(graded_class):

@@ -28,7 +28,7 @@ import nbformat
 
 from . import canonical, judge, runner, sandbox
 
-STATUSES = ("graded", "timeout", "kernel-died", "memory-limit", "corrupt", "missing", "tampered", "error")
+STATUSES = ("graded", "timeout", "kernel-died", "memory-limit", "output-limit", "corrupt", "missing", "tampered", "error")
 GRADING_DIR = ".grading"
 
 

@@ -25,6 +25,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import DeadKernelError
 from traitlets import List
 
+from ..kernel import observations
 from . import canonical, judge, sandbox
 
 MEMORY_ERROR = re.compile(r"MemoryError|can't allocate memory|DefaultCPUAllocator|Cannot allocate memory")
@@ -88,11 +89,15 @@ class SandboxedKernelManager(AsyncKernelManager):
 
 class GradingClient(NotebookClient):
     """nbclient with an output cap that counts every message a cell sends, display updates and widget
-    traffic included. Past the cap, outputs are dropped (one note says so) and execution goes on."""
+    traffic included. Past the cap, outputs are dropped (one note says so) and execution goes on.
+    A cell that keeps printing to ``FLOOD_FACTOR`` times the cap is interrupted: left alone, the
+    kernel's unsent output grows until the memory cap kills it, which says nothing useful."""
 
+    FLOOD_FACTOR = 10
     output_limit = 2_000_000
     output_used = 0
     output_exceeded = False
+    flooded = False
     cell_line_limit = 1000
 
     def process_message(self, msg, cell, cell_index):
@@ -104,7 +109,13 @@ class GradingClient(NotebookClient):
                     cell.outputs.append(nbformat.v4.new_output(
                         "stream", name="stderr",
                         text=f"[grader] output past {self.output_limit / 1e6:g} MB was dropped\n"))
-                if msg["msg_type"] != "error":
+                if self.output_used > self.FLOOD_FACTOR * self.output_limit and not self.flooded:
+                    self.flooded = True
+                    cell.outputs.append(_error_output(
+                        "OutputFlood", f"this cell printed more than {self.FLOOD_FACTOR * self.output_limit / 1e6:g} MB "
+                                       "and was interrupted by the grader"))
+                    asyncio.ensure_future(self.km.interrupt_kernel())
+                if msg["msg_type"] != "error" and not _is_observation(msg):
                     return None
         return super().process_message(msg, cell, cell_index)
 
@@ -112,6 +123,12 @@ class GradingClient(NotebookClient):
         out = super().output(outs, msg, display_id, cell_index)
         _truncate_streams(outs, self.cell_line_limit)
         return out
+
+
+def _is_observation(msg) -> bool:
+    """A hidden check's observation: it is kept past the output cap, or the judge would fail honest
+    answers whose earlier cells printed a lot (it still counts towards the flood limit)."""
+    return msg["msg_type"] == "display_data" and observations.MIME in msg.get("content", {}).get("data", {})
 
 
 def _truncate_streams(outs, max_lines: int) -> None:
@@ -247,6 +264,10 @@ async def _run(nb, limits: Limits, work: Path, runtime: Path, outcome: Outcome, 
         outcome.status, outcome.reason = "timeout", f"the notebook ran longer than {limits.timeout_s:g} s"
     elif watchdog and watchdog.tripped == "memory-limit":
         outcome.status, outcome.reason = "memory-limit", f"the kernel used more than {limits.memory_mb} MB"
+    elif client.flooded and outcome.status == "graded":
+        outcome.status = "output-limit"
+        outcome.reason = (f"a cell printed more than {client.FLOOD_FACTOR * limits.output_mb:g} MB "
+                          "and was interrupted")
     elif timed_out and outcome.status == "graded":
         outcome.status = "timeout"
         outcome.reason = f"{len(timed_out)} cell(s) ran longer than {limits.cell_timeout_s:g} s and were interrupted"
