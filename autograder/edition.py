@@ -489,7 +489,8 @@ def commit(dest: Path, lesson_ids: list[str]) -> bool:
     if not (dest / ".git").exists():
         git("init", "-q", check=True)
     git("add", "-A", check=True)
-    if git("rev-parse", "--verify", "-q", "HEAD").returncode == 0 and git("diff", "--cached", "--quiet").returncode == 0:
+    has_head = git("rev-parse", "--verify", "-q", "HEAD").returncode == 0
+    if has_head and git("diff", "--cached", "--quiet").returncode == 0:
         return False
     identity = []
     if not git("config", "user.email").stdout.strip():

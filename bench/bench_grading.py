@@ -99,9 +99,11 @@ def main() -> int:
         print(f"nbgrader autograde, serial:          {serial:8.1f} s", flush=True)
         ours = timed([sys.executable, "-m", "autograder", "grade", "--course", str(ours_root),
                       "--jobs", str(args.jobs)], ours_root)
-        print(f"autograder grade --jobs {args.jobs}:            {ours:8.1f} s   speed-up {serial / ours:.2f}x", flush=True)
+        print(f"autograder grade --jobs {args.jobs}:            {ours:8.1f} s   speed-up {serial / ours:.2f}x",
+              flush=True)
 
-        solo = timed([sys.executable, "-m", "autograder", "grade", "--course", str(solo_root), "--jobs", "1"], solo_root)
+        solo = timed([sys.executable, "-m", "autograder", "grade", "--course", str(solo_root), "--jobs", "1"],
+                     solo_root)
         report = json.loads((solo_root / "grading-report.json").read_text())
         statuses = sorted({s["status"] for s in report["submissions"]})
         executing = sum(s["execution_seconds"] for s in report["submissions"])

@@ -23,7 +23,8 @@ TEST = {"grade_id": "test_f", "solution": False, "grade": True, "locked": True, 
 RELEASE = _nb(("code", "import torch\nfrom autograder.kernel import checks", None),
               ("code", "def f(x):\n    # YOUR CODE HERE\n    raise NotImplementedError()", ANSWER),
               ("code", '"""f works."""\nchecks.expect(f(1) == 2, "f")', TEST))
-SOURCES = {"test_f": '"""f works."""\nchecks.expect(f(1) == 2, "f")\n### BEGIN HIDDEN TESTS\nsecret()\n### END HIDDEN TESTS'}
+SOURCES = {"test_f": '"""f works."""\nchecks.expect(f(1) == 2, "f")\n'
+                     '### BEGIN HIDDEN TESTS\nsecret()\n### END HIDDEN TESTS'}
 
 
 def test_student_code_runs_as_written_and_tests_come_from_the_gradebook():

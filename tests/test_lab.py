@@ -57,5 +57,5 @@ def test_lab_extensions_enabled():
     out = subprocess.run([JUPYTER, "labextension", "list"], capture_output=True, text=True, check=True)
     text = out.stdout + out.stderr
     for extension in ("nbgrader", "@jupyter-widgets/jupyterlab-manager"):
-        line = next((l for l in text.splitlines() if extension in l), "")
+        line = next((row for row in text.splitlines() if extension in row), "")
         assert "enabled" in line and "OK" in line, f"{extension} not enabled:\n{text}"

@@ -52,7 +52,8 @@ def test_release_leaks_no_solution_or_hidden_test(lesson):
     text = "\n".join(c.source for c in release.cells)
     for marker in ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"):
         assert marker not in text
-    assert all(not c.get("outputs") for c in release.cells if c.cell_type == "code"), "release must ship without outputs"
+    assert all(not c.get("outputs") for c in release.cells if c.cell_type == "code"), (
+        "release must ship without outputs")
     released = kit.exercises(release)
     for name, entry in kit.exercises(source).items():
         body = "\n".join(re.findall(r"### BEGIN SOLUTION(.*?)### END SOLUTION", entry["solution"].source, re.S))
@@ -68,7 +69,8 @@ def test_release_leaks_no_solution_or_hidden_test(lesson):
             # a fragment the visible part also holds (a shared keyword argument, say) is no leak
             if len(line.strip()) > 12 and line.strip() not in visible:
                 assert line.strip() not in released_test, f"{lesson}/test_{name}: hidden line leaked: {line.strip()}"
-        signature = next(l for l in entry["solution"].source.splitlines() if l.startswith(("def ", "class ")))
+        signature = next(line for line in entry["solution"].source.splitlines()
+                         if line.startswith(("def ", "class ")))
         assert signature in stub, f"{lesson}/{name}: the stub must keep the signature"
 
 

@@ -123,8 +123,9 @@ def secrets() -> dict[str, set[str]]:
         for cell in nbformat.read(course.solution_path(lesson), as_version=4).cells:
             regions = _regions(cell.source)
             for name, key in (("SOLUTION", "solution"), ("HIDDEN TESTS", "hidden test")):
-                lines = [l for l in regions[name] if l]
-                found[f"{key} line"] |= {l for l in lines if len(l) >= MIN_SECRET_LINE and l not in public["lines"]}
+                lines = [line for line in regions[name] if line]
+                found[f"{key} line"] |= {line for line in lines
+                                         if len(line) >= MIN_SECRET_LINE and line not in public["lines"]}
                 found[f"{key} code"] |= _windows(lines) - public["windows"]
         reference = course.reference_path(lesson)
         if reference.exists():
@@ -259,8 +260,11 @@ def checked(scratch, lab):
     reports = json.loads(report.read_text())["notebooks"]
     TIMINGS["notebooks (s)"] = {r["notebook"]: r["seconds"] for r in reports}
     by_path = {(copy / r["notebook"]).resolve(): r for r in reports}
-    return {"proc": proc, "filled": {l: by_path[(copy / "notebooks" / l / f"{l}.ipynb").resolve()] for l in LESSONS},
-            "untouched": {l: by_path[(scratch["pristine"] / l / f"{l}.ipynb").resolve()] for l in LESSONS}}
+    return {"proc": proc,
+            "filled": {lesson: by_path[(copy / "notebooks" / lesson / f"{lesson}.ipynb").resolve()]
+                       for lesson in LESSONS},
+            "untouched": {lesson: by_path[(scratch["pristine"] / lesson / f"{lesson}.ipynb").resolve()]
+                          for lesson in LESSONS}}
 
 
 # ---------------------------------------------------------------- what ships, what does not
@@ -500,7 +504,8 @@ def test_selfcheck_reports_visible_checks_only(tmp_path):
 
     reports = selfcheck.run(selfcheck.find_notebooks([str(tmp_path / "notebooks")]), jobs=1)
     mixed, ok = reports
-    assert [(c["exercise"], c["points"], c["passed"]) for c in mixed["checks"]] == [("first", 2, True), ("second", 3, False)]
+    assert [(c["exercise"], c["points"], c["passed"]) for c in mixed["checks"]] == [
+        ("first", 2, True), ("second", 3, False)]
     assert mixed["checks"][1]["message"] == "AssertionError: x is wrong\nLikely mistake: a guess"
     assert [(e["grade_id"], e["message"]) for e in mixed["other_errors"]] == [
         ("ex_broken", "NameError: name 'undefined_name' is not defined")]

@@ -263,7 +263,8 @@ def check_tensor(
               hints.get("dtype") or _dtype_hint(actual.dtype, expected.dtype))
     if check_device and actual.device != expected.device:
         _fail(name, f"device is {actual.device}, expected {expected.device}",
-              hints.get("device") or "tensors must be on the same device: move them with .to(device) and use the result.")
+              hints.get("device")
+              or "tensors must be on the same device: move them with .to(device) and use the result.")
     a = actual.detach().to("cpu", _float64)
     e = expected.detach().to("cpu", _float64)
     if a.numel() == 0:
@@ -294,7 +295,8 @@ def check_number(actual: Any, expected: float, name: str = "result", *, tol: flo
     """``actual`` must be a plain Python number (not a tensor) within ``tol`` of ``expected``."""
     if _isinstance(actual, _Tensor):
         _fail(name, f"expected a Python {kind.__name__}, got {describe(actual)}",
-              "a tensor was returned: convert a one-element tensor with `.item()` (keeping the tensor also keeps its autograd graph alive).")
+              "a tensor was returned: convert a one-element tensor with `.item()` "
+              "(keeping the tensor also keeps its autograd graph alive).")
     if kind is float and _isinstance(actual, int) and not _isinstance(actual, bool):
         actual = float(actual)
     check_type(actual, kind, name)
@@ -309,7 +311,8 @@ def check_shares_storage(a: torch.Tensor, b: torch.Tensor, name: str = "result",
         _fail(name, "is a copy: it does not share storage with the input", hint)
 
 
-def check_own_storage(result: torch.Tensor, source: torch.Tensor, name: str = "result", hint: str | None = None) -> None:
+def check_own_storage(result: torch.Tensor, source: torch.Tensor, name: str = "result",
+                      hint: str | None = None) -> None:
     """``result`` must not share storage with ``source`` (writing to one must not change the other)."""
     check_type(result, _Tensor, name)
     if storage_id(result) == storage_id(source):

@@ -169,7 +169,8 @@ def _compare(expected: Any, actual: Any, atol: float, rtol: float, path: str) ->
             if diff > atol + rtol * abs(fe):
                 worst = max(worst, diff)
         if worst:
-            return "values", f"{path}: values differ (max difference {worst:.3g}, tolerance atol={atol:g} rtol={rtol:g})"
+            return "values", (f"{path}: values differ (max difference {worst:.3g}, "
+                              f"tolerance atol={atol:g} rtol={rtol:g})")
         return None
     if kind in ("int", "float", "numpy-scalar"):
         if kind == "numpy-scalar" and expected.get("dtype") != actual.get("dtype"):
@@ -189,7 +190,8 @@ def _compare(expected: Any, actual: Any, atol: float, rtol: float, path: str) ->
     if kind in ("list", "tuple"):
         items_e, items_a = expected["items"], actual.get("items")
         if not isinstance(items_a, list) or len(items_a) != len(items_e):
-            return "length", f"{path}: {len(items_a) if isinstance(items_a, list) else '?'} items, expected {len(items_e)}"
+            got = len(items_a) if isinstance(items_a, list) else "?"
+            return "length", f"{path}: {got} items, expected {len(items_e)}"
         for i, (e, a) in enumerate(zip(items_e, items_a)):
             found = _compare(e, a, atol, rtol, f"{path}[{i}]")
             if found:

@@ -150,8 +150,9 @@ def check_notebook(path: str, timeout: int = CELL_TIMEOUT_S, jobs: int = 1) -> d
                 "message": _message(error) if error else (None if ran else "did not run"),
             })
         elif error and "raises-exception" not in cell.get("metadata", {}).get("tags", []):
-            first_line = next((l for l in cell.source.splitlines() if l.strip()), "")
-            report["other_errors"].append({"cell": index, "id": cell.get("id"), "grade_id": nbgrader_meta(cell).get("grade_id"),
+            first_line = next((line for line in cell.source.splitlines() if line.strip()), "")
+            report["other_errors"].append({"cell": index, "id": cell.get("id"),
+                                           "grade_id": nbgrader_meta(cell).get("grade_id"),
                                            "first_line": first_line, "message": _message(error)})
     report["seconds"] = round(time.monotonic() - started, 1)
     return report
@@ -215,8 +216,9 @@ def format_report(reports: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m autograder.kernel.selfcheck",
-                                     description="Run the visible checks of your notebooks (hidden tests run at grading).")
+    parser = argparse.ArgumentParser(
+        prog="python -m autograder.kernel.selfcheck",
+        description="Run the visible checks of your notebooks (hidden tests run at grading).")
     parser.add_argument("notebooks", nargs="*", default=["notebooks"],
                         help="notebooks, folders or lesson ids (default: notebooks)")
     parser.add_argument("--jobs", type=int, default=None,

@@ -19,7 +19,8 @@ def shares_storage(a, b):
 def shares_storage(a, b):
     return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
 ''',
-        "compares storage objects with `is`, but each from_numpy call builds its own storage object on the one buffer": '''
+        "compares storage objects with `is`, but each from_numpy call builds its own storage object "
+        "on the one buffer": '''
 def shares_storage(a, b):
     return a.untyped_storage() is b.untyped_storage()
 ''',

@@ -81,7 +81,8 @@ def autocast_output_dtypes(model, x, device_type, dtype):
         "runs the model outside autocast": '''
 def autocast_output_dtypes(model, x, device_type, dtype):
     found = {}
-    handles = [module.register_forward_hook(lambda mod, inputs, output, name=name: found.__setitem__(name, output.dtype))
+    handles = [module.register_forward_hook(
+                   lambda mod, inputs, output, name=name: found.__setitem__(name, output.dtype))
                for name, module in model.named_modules() if name]
     try:
         model(x)
@@ -93,7 +94,8 @@ def autocast_output_dtypes(model, x, device_type, dtype):
         "a fixed dtype instead of the dtype argument": '''
 def autocast_output_dtypes(model, x, device_type, dtype):
     found = {}
-    handles = [module.register_forward_hook(lambda mod, inputs, output, name=name: found.__setitem__(name, output.dtype))
+    handles = [module.register_forward_hook(
+                   lambda mod, inputs, output, name=name: found.__setitem__(name, output.dtype))
                for name, module in model.named_modules() if name]
     try:
         with torch.autocast(device_type=device_type, dtype=torch.bfloat16):
@@ -160,7 +162,8 @@ HIDDEN_ONLY = {
         "direct children only (named_children): nested modules are missing": '''
 def autocast_output_dtypes(model, x, device_type, dtype):
     found = {}
-    handles = [module.register_forward_hook(lambda mod, inputs, output, name=name: found.__setitem__(name, output.dtype))
+    handles = [module.register_forward_hook(
+                   lambda mod, inputs, output, name=name: found.__setitem__(name, output.dtype))
                for name, module in model.named_children()]
     try:
         with torch.autocast(device_type=device_type, dtype=dtype):

@@ -1,4 +1,7 @@
-"""Wrong answers for lesson 09_debugging_training: each embodies one listed pitfall (exercise -> pitfall -> answer cell)."""
+"""Wrong answers for lesson 09_debugging_training: each embodies one listed pitfall.
+
+Keyed exercise -> pitfall -> answer cell.
+"""
 
 PITFALLS = {
     "initial_loss_check": {
