@@ -129,10 +129,14 @@ def execute_in_place(path: Path, timeout: int = EXECUTION_TIMEOUT_S, lesson: str
 
 
 def generate_release(course_root: Path = REPO_ROOT, lesson_ids: list[str] | None = None) -> None:
-    """Regenerate ``notebooks/<id>/`` from ``solutions/<id>/`` with nbgrader (no gradebook needed)."""
-    for lesson in lesson_ids or lessons(course_root):
+    """Regenerate ``notebooks/<id>/`` from ``solutions/<id>/`` with nbgrader (no gradebook needed).
+
+    Every lesson at once is one nbgrader start (the assignment id is a glob over ``solutions/``)."""
+    wanted = lessons(course_root) if lesson_ids is None else list(lesson_ids)
+    every = set(wanted) == set(lessons(course_root, narrowed=False))
+    for target in (["*"] if every else wanted):
         subprocess.run(
-            nbgrader_cmd("generate_assignment", lesson, "--force", "--no-db", "--log-level=WARN"),
+            nbgrader_cmd("generate_assignment", target, "--force", "--no-db", "--log-level=WARN"),
             cwd=course_root, check=True,
         )
 

@@ -72,7 +72,8 @@ def make_scratch_course(root: Path, lesson_ids: list[str]) -> Path:
     shutil.copy(REPO / "nbgrader_config.py", root / "nbgrader_config.py")
     for lesson in lesson_ids:
         shutil.copytree(REPO / "solutions" / lesson, root / "solutions" / lesson)
-        subprocess.run(course.nbgrader_cmd("generate_assignment", lesson, "--force", "--log-level=ERROR"),
+    if lesson_ids:   # one nbgrader start for every lesson: the assignment id is a glob over solutions/
+        subprocess.run(course.nbgrader_cmd("generate_assignment", "*", "--force", "--log-level=ERROR"),
                        cwd=root, check=True)
     return root
 
@@ -99,7 +100,8 @@ def submit(root: Path, student: str, lesson: str, nb) -> None:
     nbformat.write(nb, target / f"{lesson}.ipynb")
 
 
-def autograde(root: Path, lesson: str) -> subprocess.CompletedProcess:
+def autograde(root: Path, lesson: str = "*") -> subprocess.CompletedProcess:
+    """Plain `nbgrader autograde` of one lesson, or of every lesson in one nbgrader start ("*")."""
     return subprocess.run(
         course.nbgrader_cmd("autograde", lesson, "--force", "--create", "--log-level=ERROR"),
         cwd=root, capture_output=True, text=True, timeout=1800,

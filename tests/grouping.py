@@ -1,10 +1,9 @@
 """Test groups: the order they start in under pytest-xdist, and which are slow.
 
 ``make test`` runs ``-n auto --dist loadfile``: a file runs whole on one worker, so it
-shares its fixtures (one kernel per lesson in test_pitfalls, one scratch course per lesson
-in test_autograde, one nbval kernel per notebook). The longest files start first. Each item
-also gets an ``xdist_group`` mark for ``--dist loadgroup`` (finer, per lesson), and the
-slow groups a ``slow`` mark, which ``make test-quick`` leaves out.
+shares its fixtures (one kernel per lesson in test_pitfalls, one scratch course for every
+lesson in test_autograde, one nbval kernel per notebook). The longest files start first.
+The slow groups get a ``slow`` mark, which ``make test-quick`` leaves out.
 """
 from __future__ import annotations
 
@@ -28,7 +27,7 @@ def group_of(item) -> str:
     if name == "test_grading":
         return "battery"
     if name == "test_autograde":
-        return f"roundtrip-{lesson or 'first'}"
+        return "roundtrip"      # one scratch course for every lesson (one module fixture)
     if name == "test_pitfalls" and lesson:
         return f"pitfalls-{lesson}"
     if name == "test_pitfalls":
@@ -41,18 +40,12 @@ def group_of(item) -> str:
     return name
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's worker hook turns the marks into group ids
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    from autograder import course
-
-    first_lesson = (course.lessons() or ["first"])[0]
     groups = {}
     for item in items:
         group = group_of(item)
-        if group == "roundtrip-first":
-            group = f"roundtrip-{first_lesson}"   # the feedback test reuses the first lesson's course
         groups[item.nodeid] = group
-        item.add_marker(pytest.mark.xdist_group(group))
         if group.split("-")[0] in SLOW or group in SLOW:
             item.add_marker(pytest.mark.slow)
     items.sort(key=lambda item: PRIORITY.get(groups[item.nodeid].split("-")[0], 9))

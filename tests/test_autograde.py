@@ -1,22 +1,24 @@
 """The real round trip, for every lesson: plain `nbgrader autograde` and `python -m autograder grade`.
 
-Each lesson gets a scratch course with three submissions that prove the plumbing:
+One scratch course holds every lesson, each with three submissions that prove the plumbing:
 - the solution (full marks);
 - the untouched release (zero);
 - a wrong one: the first listed pitfall of one exercise (it fails a visible check) and a
   HIDDEN_ONLY wrong answer of another (it passes every visible check and fails a hidden
   one). It loses exactly those two exercises' points.
 
-Plain nbgrader grades all three; then the grading command regrades the solution and the
-wrong one in the same gradebook (the battery in test_grading.py grades untouched releases).
+Plain nbgrader grades all three (two nbgrader starts, each for half of the lessons, side by
+side); at the same time the grading command grades the wrong one in a copy of the course (the battery in
+test_grading.py grades solutions and untouched releases with it).
 Every other wrong answer is checked, faster, in test_pitfalls.py.
 """
 from __future__ import annotations
 
 import csv
+import fnmatch
+import shutil
 import subprocess
 import sys
-from functools import lru_cache
 
 import nbformat
 import pytest
@@ -54,53 +56,74 @@ def expected_scores(lesson: str) -> dict[str, dict[str, float]]:
             "wrong": dict(full, **{name: 0 for name in wrong_answers(lesson)})}
 
 
-@lru_cache(maxsize=None)
-def roundtrip(lesson: str, root_parent: str):
-    """Build the scratch course, grade it with both graders, return (root, nbgrader scores, grader scores, report)."""
-    from pathlib import Path
-
-    root = kit.make_scratch_course(Path(root_parent) / f"course-{lesson}", [lesson])
-    release_nb = kit.release_notebook(root, lesson)
-    solution_nb = nbformat.read(course.solution_path(lesson), as_version=4)
-    kit.submit(root, "solution", lesson, kit.fill_answers(release_nb, solution_nb))
-    kit.submit(root, "untouched", lesson, release_nb)
-    kit.submit(root, "wrong", lesson, kit.fill_answers(release_nb, solution_nb, wrong_answers(lesson)))
-    plain = kit.autograde(root, lesson)
-    assert plain.returncode == 0, f"nbgrader autograde {lesson} failed:\n{plain.stdout}{plain.stderr}"
-    by_nbgrader = kit.scores(root, lesson)
-    autograded = {s: nbformat.read(root / "autograded" / s / lesson / f"{lesson}.ipynb", as_version=4)
-                  for s in ("solution", "untouched", "wrong")}
-    # the untouched release under the grading command is the battery's business (test_grading.py)
-    ours = subprocess.run([sys.executable, "-m", "autograder", "grade", "--course", str(root), "--jobs", "2",
-                           "--timeout-s", "300", "--student", "solution", "--student", "wrong"],
-                          capture_output=True, text=True, timeout=900)
-    assert ours.returncode == 0, f"python -m autograder grade {lesson} failed:\n{ours.stdout}{ours.stderr}"
-    return root, by_nbgrader, autograded, kit.scores(root, lesson)
+# plain nbgrader grades the course in two halves at once (lessons with odd and even numbers)
+HALVES = ("[0-9][13579]_*", "[0-9][02468]_*")
 
 
 @pytest.fixture(scope="module")
-def scratch(tmp_path_factory):
-    return str(tmp_path_factory.mktemp("roundtrip"))
+def graded(tmp_path_factory):
+    """One scratch course with every lesson, graded by both graders at once.
+
+    After one ``generate_assignment`` for all lessons and the submissions, the course is copied
+    twice, so that three graders run side by side, each with its own gradebook file: plain
+    ``nbgrader autograde`` on the odd lessons (in the course itself) and on the even ones (in a
+    copy), and the grading command on the "wrong" submissions of every lesson (in the other copy).
+    Returns (lesson -> its course folder as plain nbgrader graded it, lesson -> nbgrader scores,
+    lesson -> autograded notebooks, lesson -> grader scores).
+    """
+    root = kit.make_scratch_course(tmp_path_factory.mktemp("roundtrip") / "course", LESSONS)
+    for lesson in LESSONS:
+        release_nb = kit.release_notebook(root, lesson)
+        solution_nb = nbformat.read(course.solution_path(lesson), as_version=4)
+        kit.submit(root, "solution", lesson, kit.fill_answers(release_nb, solution_nb))
+        kit.submit(root, "untouched", lesson, release_nb)
+        kit.submit(root, "wrong", lesson, kit.fill_answers(release_nb, solution_nb, wrong_answers(lesson)))
+    even, twin = root.parent / "course-even", root.parent / "course-grading-command"
+    shutil.copytree(root, even)
+    shutil.copytree(root, twin)
+    plain = {folder: subprocess.Popen(course.nbgrader_cmd("autograde", pattern, "--force", "--create",
+                                                          "--log-level=ERROR"),
+                                      cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for folder, pattern in zip((root, even), HALVES)}
+    # "wrong" keeps the solution's answers in every exercise but two, so it also shows the
+    # grading command giving full marks to correct answers; untouched releases are the battery's
+    ours = subprocess.Popen([sys.executable, "-m", "autograder", "grade", "--course", str(twin), "--jobs", "2",
+                             "--timeout-s", "300", "--student", "wrong"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for folder, proc in plain.items():
+        out, _ = proc.communicate(timeout=1800)
+        assert proc.returncode == 0, f"nbgrader autograde in {folder.name} failed:\n{out}"
+    out, err = ours.communicate(timeout=1800)
+    assert ours.returncode == 0, f"python -m autograder grade failed:\n{out}{err}"
+
+    def graded_in(lesson: str) -> Path:
+        return root if fnmatch.fnmatch(lesson, HALVES[0]) else even
+
+    assert all(fnmatch.fnmatch(lesson, HALVES[graded_in(lesson) is even]) for lesson in LESSONS)
+    by_nbgrader = {lesson: kit.scores(graded_in(lesson), lesson) for lesson in LESSONS}
+    autograded = {lesson: {s: nbformat.read(graded_in(lesson) / "autograded" / s / lesson / f"{lesson}.ipynb",
+                                            as_version=4)
+                           for s in ("solution", "untouched", "wrong")} for lesson in LESSONS}
+    by_grader = {lesson: kit.scores(twin, lesson) for lesson in LESSONS}
+    return {lesson: graded_in(lesson) for lesson in LESSONS}, by_nbgrader, autograded, by_grader
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
-def test_plain_nbgrader_autograde(scratch, lesson):
-    _, by_nbgrader, _, _ = roundtrip(lesson, scratch)
-    assert by_nbgrader == expected_scores(lesson)
+def test_plain_nbgrader_autograde(graded, lesson):
+    _, by_nbgrader, _, _ = graded
+    assert by_nbgrader[lesson] == expected_scores(lesson)
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
-def test_grading_command(scratch, lesson):
-    _, _, _, by_grader = roundtrip(lesson, scratch)
-    expected = expected_scores(lesson)
-    assert {s: by_grader[s] for s in ("solution", "wrong")} == {s: expected[s] for s in ("solution", "wrong")}
+def test_grading_command(graded, lesson):
+    _, _, _, by_grader = graded
+    assert by_grader[lesson] == {"wrong": expected_scores(lesson)["wrong"]}
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
-def test_untouched_release_fails_only_in_exercise_cells(scratch, lesson):
+def test_untouched_release_fails_only_in_exercise_cells(graded, lesson):
     """Never stuck: in the untouched release, run top to bottom, only test cells show errors."""
-    _, _, autograded, _ = roundtrip(lesson, scratch)
-    broken = [cell.get("id") for cell in autograded["untouched"].cells if cell.cell_type == "code"
+    broken = [cell.get("id") for cell in graded[2][lesson]["untouched"].cells if cell.cell_type == "code"
               and any(o.output_type == "error" for o in cell.get("outputs", []))
               and not kit.nbgrader_meta(cell).get("grade_id", "").startswith("test_")
               and "raises-exception" not in cell.metadata.get("tags", [])]
@@ -108,9 +131,9 @@ def test_untouched_release_fails_only_in_exercise_cells(scratch, lesson):
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
-def test_visible_pitfall_explains_itself(scratch, lesson):
+def test_visible_pitfall_explains_itself(graded, lesson):
     """The failing test cell reports a CheckFailed with a reason, not a bare AssertionError."""
-    _, _, autograded, _ = roundtrip(lesson, scratch)
+    autograded = graded[2][lesson]
     module = kit.load_pitfall_module(lesson)
     visible_wrong = [name for name in wrong_answers(lesson) if name in (getattr(module, "PITFALLS", {}) or {})
                      and name not in (getattr(module, "HIDDEN_ONLY", {}) or {})]
@@ -119,10 +142,10 @@ def test_visible_pitfall_explains_itself(scratch, lesson):
         assert "CheckFailed" in text and len(text.split("CheckFailed:", 1)[1].strip()) > 20, text
 
 
-def test_feedback_and_export(scratch):
+def test_feedback_and_export(graded):
     """The instructor's next steps work on the graded class: feedback HTML and a grades CSV."""
     lesson = LESSONS[0]
-    root, _, _, _ = roundtrip(lesson, scratch)
+    root = graded[0][lesson]
     subprocess.run(course.nbgrader_cmd("generate_feedback", lesson, "--student", "solution", "--force",
                                        "--log-level=ERROR"), cwd=root, check=True)
     html = (root / "feedback" / "solution" / lesson / f"{lesson}.html").read_text()
