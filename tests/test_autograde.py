@@ -19,6 +19,7 @@ import fnmatch
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import nbformat
 import pytest

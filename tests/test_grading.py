@@ -180,7 +180,8 @@ def spy_answer(course_root: Path, port: int) -> str:
         f"    for path in [{str(course_root / 'gradebook.db')!r}, {str(course_root / 'solutions')!r},\n"
         f"                 {str(course_root / 'submitted' / 'honest-solution')!r}]:\n"
         "        try:\n"
-        "            open(path, 'rb').close() if not path.endswith(('solutions', 'honest-solution')) else __import__('os').listdir(path)\n"
+        "            open(path, 'rb').close() if not path.endswith(('solutions', 'honest-solution'))"
+        " else __import__('os').listdir(path)\n"
         "            leaks += 1\n"
         "        except OSError:\n"
         "            pass\n"
@@ -210,7 +211,8 @@ def build_submission(release_nb, solution_nb, overrides, surgery):
         # cell after the student deleted the stub's cell
         setup = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code")
         nb.cells[setup].source += "\nimport math  # added by the student"
-        helper = nbformat.v4.new_code_cell("def weight_t(weight):\n    return weight.T\nHELPER_CONSTANT = [i for i in range(3)]")
+        helper = nbformat.v4.new_code_cell(
+            "def weight_t(weight):\n    return weight.T\nHELPER_CONSTANT = [i for i in range(3)]")
         helper["id"] = "student-helper"
         nb.cells.insert(setup + 1, helper)
         index = next(i for i, c in enumerate(nb.cells) if kit.nbgrader_meta(c).get("grade_id") == "ex_to_class_labels")
@@ -285,7 +287,8 @@ def plant_markers(root: Path) -> None:
     nb = nbformat.read(path, as_version=4)
     cell = kit.exercises(nb)["to_class_labels"]["test"]
     marker = (f"# {SECRET_CODE}\n"
-              f"hidden.observe('marker', {SECRET_VALUE!r} + str(checks.call(to_class_labels, np.array([1.0])).dtype))\n")
+              f"hidden.observe('marker', {SECRET_VALUE!r} + "
+              "str(checks.call(to_class_labels, np.array([1.0])).dtype))\n")
     assert "hidden.done()" in cell.source
     cell.source = cell.source.replace("hidden.done()", marker + "hidden.done()")
     nbformat.write(nb, path)
@@ -335,7 +338,8 @@ def test_every_submission_gets_its_status(graded_class):
     statuses = {s["student"]: (s["status"], s["reason"]) for s in report["submissions"]}
     assert set(statuses) == set(cases), proc.stderr
     wrong = {student: statuses[student] for student, case in cases.items()
-             if statuses[student][0] != case[2] and not (case[2] is None and statuses[student][0] in FORK_BOMB_STATUSES)}
+             if statuses[student][0] != case[2]
+             and not (case[2] is None and statuses[student][0] in FORK_BOMB_STATUSES)}
     assert not wrong, f"unexpected statuses: {wrong}\n{proc.stderr}"
     for student, (status, reason) in statuses.items():
         assert status in ("graded", "timeout", "kernel-died", "memory-limit", "output-limit", "corrupt", "missing",
@@ -352,7 +356,8 @@ def test_long_output_is_cut_not_punished(graded_class):
     entry = next(s for s in report["submissions"] if s["student"] == "long-debug-print")
     assert any("output past 1 MB was dropped" in note for note in entry.get("notes", [])), entry
     nb = nbformat.read(root / "autograded" / "long-debug-print" / LESSON / f"{LESSON}.ipynb", as_version=4)
-    streams = [o.text for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "stream"]
+    streams = [o.text for c in nb.cells if c.cell_type == "code"
+               for o in c.get("outputs", []) if o.output_type == "stream"]
     assert streams and all(text.count("\n") <= 1002 for text in streams)
     # the demo cell that calls shares_storage shows the start of the prints and says the rest was cut
     assert any(re.search(r"Output truncated|more lines not kept|output past 1 MB", text) for text in streams)
@@ -428,9 +433,10 @@ def test_fork_bomb_and_cpu_hog_are_contained(graded_class):
 
     _, _, _, report = graded_class
     by_student = {s["student"]: s for s in report["submissions"]}
-    assert by_student["fork-bomb"]["status"] in FORK_BOMB_STATUSES and by_student["cpu-hog"]["status"] in FORK_BOMB_STATUSES
+    assert {by_student["fork-bomb"]["status"], by_student["cpu-hog"]["status"]} <= FORK_BOMB_STATUSES
     assert by_student["fork-bomb"]["score"] == 8.0 and by_student["cpu-hog"]["score"] == 8.0
-    survivors = [p.pid for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real == sandbox.NOBODY]
+    survivors = [p.pid for p in psutil.process_iter(["uids"])
+                 if p.info["uids"] and p.info["uids"].real == sandbox.NOBODY]
     assert not survivors, f"sandboxed processes outlived grading: {survivors}"
     honest = [s for s in report["submissions"] if s["student"] in ("honest-solution", "legitimate-styles")]
     assert all(s["status"] == "graded" and s["score"] == 10.0 for s in honest), honest

@@ -19,7 +19,8 @@ def add_parser(commands) -> None:
     grade.add_argument("--memory-mb", type=int, default=3072, help="memory cap per notebook (default 3072)")
     grade.add_argument("--output-mb", type=float, default=2.0, help="output cap per notebook (default 2)")
     grade.add_argument("--sandbox", choices=["auto", "bwrap", "none"], default="auto",
-                       help="bubblewrap isolation (default auto: required; refuses to grade without it). 'none' grades without isolation, knowingly")
+                       help="bubblewrap isolation (default auto: required; refuses to grade without it). "
+                            "'none' grades without isolation, knowingly")
     grade.add_argument("--shard", default=None, metavar="I/N",
                        help="grade only students whose id hashes to shard I of N (several graders, one database)")
 

@@ -28,7 +28,8 @@ import nbformat
 
 from . import canonical, judge, runner, sandbox
 
-STATUSES = ("graded", "timeout", "kernel-died", "memory-limit", "output-limit", "corrupt", "missing", "tampered", "error")
+STATUSES = ("graded", "timeout", "kernel-died", "memory-limit", "output-limit", "corrupt", "missing", "tampered",
+            "error")
 GRADING_DIR = ".grading"
 
 
@@ -266,11 +267,13 @@ def write_outputs(course: Path, results: list[NotebookResult], meta: dict) -> No
     merged = dict(previous)
     merged.update({(r["student_id"], r["assignment"]): r for r in rows})
     with open(csv_path, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=["student_id", "assignment", "score", "max_score", "status", "reason"])
+        writer = csv.DictWriter(handle,
+                                fieldnames=["student_id", "assignment", "score", "max_score", "status", "reason"])
         writer.writeheader()
         for key in sorted(merged):
             writer.writerow(merged[key])
-    report = dict(meta, submissions=[asdict(r) for r in sorted(results, key=lambda r: (r.student, r.assignment, r.notebook))])
+    ordered = sorted(results, key=lambda r: (r.student, r.assignment, r.notebook))
+    report = dict(meta, submissions=[asdict(r) for r in ordered])
     (course / "grading-report.json").write_text(json.dumps(report, indent=2) + "\n")
 
 

@@ -111,9 +111,9 @@ class GradingClient(NotebookClient):
                         text=f"[grader] output past {self.output_limit / 1e6:g} MB was dropped\n"))
                 if self.output_used > self.FLOOD_FACTOR * self.output_limit and not self.flooded:
                     self.flooded = True
+                    flood_mb = self.FLOOD_FACTOR * self.output_limit / 1e6
                     cell.outputs.append(_error_output(
-                        "OutputFlood", f"this cell printed more than {self.FLOOD_FACTOR * self.output_limit / 1e6:g} MB "
-                                       "and was interrupted by the grader"))
+                        "OutputFlood", f"this cell printed more than {flood_mb:g} MB and was interrupted"))
                     asyncio.ensure_future(self.km.interrupt_kernel())
                 if msg["msg_type"] != "error" and not _is_observation(msg):
                     return None
@@ -301,7 +301,8 @@ def _settle_test_cells(nb, test_cells, replies, stopped_at, deleted, outcome, re
             if out.output_type == "error":
                 out.traceback = [f"{out.ename}: {out.evalue}"]
         if grade_id in deleted:
-            cell.outputs = [_error_output("DeletedCell", "this graded cell was deleted from the submission; it counts as zero")]
+            cell.outputs = [_error_output("DeletedCell",
+                                          "this graded cell was deleted from the submission; it counts as zero")]
             continue
         if index not in replies or (stopped_at is not None and index >= stopped_at and index not in replies):
             cell.outputs.append(_error_output("NotRun", f"not run: {outcome.reason or outcome.status}"))
@@ -318,7 +319,9 @@ def _settle_test_cells(nb, test_cells, replies, stopped_at, deleted, outcome, re
 
 def execute(nb, limits: Limits, scratch: Path, deleted: set[str] | None = None,
             reference: dict[str, list[dict]] | None = None) -> Outcome:
-    """Run ``nb`` (modified in place), judge its test cells and return the outcome; never raises for submission faults."""
+    """Run ``nb`` (modified in place), judge its test cells and return the outcome.
+
+    Never raises for submission faults: they become the outcome's status and reason."""
     outcome = Outcome(nb=nb)
     work, runtime = sandbox.prepare_dirs(scratch)
     if not limits.sandbox:

@@ -1,0 +1,688 @@
+"""What a student sees in JupyterLab, checked in a real browser (headless Chromium driven by Playwright).
+
+One JupyterLab, started by ``make lab`` with its own settings, and one browser serve every lesson.
+For each lesson, on throwaway copies (the committed notebooks are never touched):
+
+1. the solution notebook is opened in JupyterLab, with its stored outputs cleared, and run with
+   Run > Run All Cells; when the kernel is idle, no cell may show an error (cells tagged
+   ``raises-exception`` excepted) and every code cell must have run;
+2. every ipywidgets output renders as a live widget (not "Loading widget..." or its text repr) and
+   every matplotlib figure as a non-blank image;
+3. every widget control is worked twice (sliders moved, dropdowns changed, buttons clicked; buttons
+   last in each round, so lesson 03's "new epoch" comes after a slider move): after each change
+   the widget's output must change and every image in it must have more than one colour;
+4. every figure the kernel rendered, in a cell or in a widget, has a title and labelled axes
+   (an IPython startup file audits each one: tests/browser_figures.py);
+5. nbgrader's Validate button must report success on the solution, and on the untouched student
+   release it must fail naming every test cell.
+
+The test's JupyterLab user (a fresh settings folder) differs from a student's in three settings
+only: every cell is attached to the page (``windowingMode: none``; by default cells far off screen
+are not in the DOM), closing a notebook shuts its kernel down, and no news is fetched.
+
+Screenshots (one per lesson, plus the two Validate dialogs, plus any blank widget image) and
+``timings.json`` (seconds per step and lesson, CPU seconds of Chromium and of JupyterLab with its
+kernels) go to ``$PTE_ARTIFACTS/browser`` (default ``.artifacts/browser`` in the repository; not committed).
+
+Needs Debian's ``chromium`` (``tools/system-deps.sh`` installs it before ``make test``) and the
+pinned ``playwright`` Python package; Playwright's own browser download is never used.
+"""
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import nbformat
+import pytest
+
+import coursekit as kit
+from autograder import course
+from browser_figures import STARTUP
+
+LESSONS = course.lessons()
+ARTIFACTS = Path(os.environ.get("PTE_ARTIFACTS") or kit.REPO / ".artifacts") / "browser"
+TOKEN = "pte-browser-token"
+
+# Bounded but generous: a lesson runs in <= 10 s on an idle 2-core machine, and `make test` loads it.
+START_TIMEOUT_S = 180      # JupyterLab answering, the page loaded, a notebook open with its kernel idle
+RUN_TIMEOUT_S = 600        # Run All Cells until the kernel is idle
+WIDGET_TIMEOUT_S = 120     # one widget change until its output has updated
+VALIDATE_TIMEOUT_S = 600   # nbgrader's Validate re-runs the whole notebook on the server
+POLL_S = 0.25
+
+NOTEBOOK = ".jp-NotebookPanel:not(.lm-mod-hidden)"
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+# controls the walk knows how to work, in the order of one round (buttons last)
+CONTROLS = [
+    ("slider", ".widget-slider .noUi-handle"),
+    ("dropdown", ".widget-dropdown select, .widget-select select"),
+    ("checkbox", ".widget-checkbox input[type=checkbox]"),
+    ("toggle", "button.widget-toggle-button"),
+    ("choice", ".widget-toggle-buttons, .widget-radio-box"),
+    ("button", "button.widget-button"),
+]
+# anything else a student could change; the walk fails on it rather than silently skip it
+UNKNOWN_CONTROLS = ("input:not([type=checkbox]):not([type=radio]), textarea, .widget-play, "
+                    ".widget-colorpicker, .widget-datepicker, .widget-upload, .widget-tagsinput")
+# what a control's own DOM is: left out of the "did the output change" signature
+CONTROL_ROOTS = (".widget-slider, .widget-dropdown, .widget-select, button, .widget-checkbox, "
+                 ".widget-toggle-buttons, .widget-radio-box, .widget-text, .widget-textarea, .widget-play")
+WIDGET_FALLBACK = re.compile(r"Loading widget\.\.\.|Error displaying widget|"
+                             r"^(VBox|HBox|Box|Output|IntSlider|FloatSlider|Dropdown|Button|Image|Label)"
+                             r"\((children|value|description|layout|options|outputs)=", re.M)
+
+JS_STATE = """() => {
+  const nb = document.querySelector('%s');
+  if (!nb) return null;
+  const indicator = nb.querySelector('.jp-Notebook-ExecutionIndicator');
+  return {status: indicator ? indicator.dataset.status : 'unknown',
+          prompts: [...nb.querySelectorAll('.jp-Cell')].map((c) => !c.classList.contains('jp-CodeCell') ? null
+              : (c.querySelector('.jp-InputPrompt') || {}).textContent || '')};
+}""" % NOTEBOOK
+
+JS_SIGNATURE = """(root) => {
+  const skip = %s;
+  const hash = (s) => {
+    let h = 5381;
+    for (let i = 0; i < s.length; i++) h = ((h * 33) ^ s.charCodeAt(i)) | 0;
+    return h;
+  };
+  const parts = [];
+  const walk = (n) => {
+    if (n.nodeType === 3) { parts.push(n.textContent); return; }
+    if (n.nodeType !== 1 || n.matches(skip)) return;
+    if (n.tagName === 'IMG') parts.push('[img ' + n.src.length + ':' + hash(n.src) + ']');
+    for (const child of n.childNodes) walk(child);
+  };
+  walk(root);
+  return parts.join('');
+}""" % json.dumps(CONTROL_ROOTS)
+
+JS_OUTPUT_TEXTS = """() => [...document.querySelectorAll('%s .jp-Cell')].map(
+  c => [...c.querySelectorAll('.jp-OutputArea-output')].map(o => o.innerText).join('\\n'))""" % NOTEBOOK
+
+JS_CONTROL_NAME = """(e) => {
+  const box = e.closest('.widget-inline-hbox, .widget-inline-vbox');
+  const label = box && box.querySelector('.widget-label');
+  return ((label && label.textContent) || e.title || e.textContent || '').trim();
+}"""
+
+JS_IMAGE_PNG = """async (img) => {
+  if (!img.complete || !img.naturalWidth) {
+    await new Promise((done) => { img.addEventListener('load', done); img.addEventListener('error', done);
+                                  setTimeout(done, 10000); });
+  }
+  if (!img.naturalWidth) return null;
+  try { await img.decode(); } catch (e) { return null; }
+  const canvas = document.createElement('canvas');
+  canvas.width = img.naturalWidth; canvas.height = img.naturalHeight;
+  canvas.getContext('2d').drawImage(img, 0, 0);
+  return canvas.toDataURL('image/png');
+}"""
+
+JS_DIALOG = """(dialog) => {
+  const body = dialog.querySelector('.jp-Dialog-body [class*=validation-]') || dialog.querySelector('.jp-Dialog-body');
+  const failed = [];
+  const kids = body ? [...body.children] : [];
+  kids.forEach((kid, i) => {
+    if (kid.textContent.trim() === 'The following cell failed:' && kids[i + 1]) {
+      failed.push({source: kids[i + 1].innerText, error: kids[i + 2] ? kids[i + 2].innerText : ''});
+    }
+  });
+  return {title: (dialog.querySelector('.jp-Dialog-header') || {}).innerText || '',
+          cls: body ? body.className : '', text: dialog.innerText, failed};
+}"""
+
+
+class Timeout(Exception):
+    """A wait ran past its limit; the message says what was awaited and what was seen."""
+
+
+# ---------------------------------------------------------------- fixtures
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _chromium() -> str:
+    for name in (os.environ.get("PTE_CHROMIUM"), "chromium", "chromium-browser"):
+        if name and shutil.which(name):
+            return shutil.which(name)
+    pytest.fail("Debian's chromium is not installed: `make test` installs it as root (tools/system-deps.sh), "
+                "otherwise run `apt-get install chromium` (or point $PTE_CHROMIUM at a Chromium binary)")
+
+
+def _cleared(nb):
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+        cell.metadata.pop("execution", None)
+    return nb
+
+
+@pytest.fixture(scope="module")
+def course_copy(tmp_path_factory) -> Path:
+    """A scratch course whose ``notebooks/`` (``make lab``'s root) holds both editions of every lesson.
+
+    ``notebooks/<id>/<id>.ipynb`` is the untouched student release; ``notebooks/solutions/<id>/``
+    the solution (outputs cleared, so everything on screen comes from this run) with its reference
+    observations, which the hidden tests find from the kernel's folder when Validate runs them.
+    """
+    root = tmp_path_factory.mktemp("browser-course")
+    shutil.copy(kit.REPO / "nbgrader_config.py", root / "nbgrader_config.py")  # Validate reads it from the cwd
+    for lesson in LESSONS:
+        solution = root / "notebooks" / "solutions" / lesson
+        solution.mkdir(parents=True)
+        nbformat.write(_cleared(nbformat.read(course.solution_path(lesson), as_version=4)),
+                       solution / f"{lesson}.ipynb")
+        if course.reference_path(lesson).is_file():
+            shutil.copy(course.reference_path(lesson), solution)
+        release = kit.REPO / "notebooks" / lesson / f"{lesson}.ipynb"
+        if release.is_file():
+            (root / "notebooks" / lesson).mkdir()
+            shutil.copy(release, root / "notebooks" / lesson)
+    return root
+
+
+@pytest.fixture(scope="module")
+def lab(course_copy, tmp_path_factory, timings):
+    """``make lab`` (its recipe and settings, run from the scratch course) on a free loopback port."""
+    home = tmp_path_factory.mktemp("browser-lab")
+    settings = home / "settings"
+    # a fresh user's JupyterLab, with three settings of the test's own: every cell attached to the page
+    # (the default windowing leaves off-screen cells out of the DOM), closing a notebook shuts its kernel
+    # down, and no news poll from a machine that has no network
+    for name, values in {"notebook-extension/tracker": {"windowingMode": "none", "kernelShutdown": True},
+                         "apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False}}.items():
+        path = settings / "@jupyterlab" / f"{name}.jupyterlab-settings"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(values))
+    # every figure the kernels render is audited for a title and axis labels (tests/browser_figures.py)
+    startup = home / "ipython" / "profile_default" / "startup" / "50-pte-figure-audit.py"
+    startup.parent.mkdir(parents=True)
+    startup.write_text(STARTUP.format(tests=str(Path(__file__).parent)))
+    port = _free_port()
+    args = f"--no-browser --port {port} --ServerApp.ip=127.0.0.1 --IdentityProvider.token={TOKEN}"
+    venv = Path(sys.executable).parent.parent
+    env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(home / "runtime"), JUPYTERLAB_SETTINGS_DIR=str(settings),
+               JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"),
+               PTE_REFERENCE_ROOT=str(course_copy / "notebooks"), IPYTHONDIR=str(home / "ipython"),
+               PTE_FIGURE_AUDIT=str(home / "figures.jsonl"))
+    # -o: the venv is current (make test built it); the test must not reinstall it under other tests
+    command = ["make", "--no-print-directory", "-f", str(kit.REPO / "Makefile"), "-o", f"{venv}/.installed",
+               "lab", f"VENV={venv}", f"LAB_ARGS={args}"]
+    log_path = home / "lab.log"
+    log = open(log_path, "w+")
+    proc = subprocess.Popen(command, cwd=course_copy, stdout=log, stderr=subprocess.STDOUT, env=env,
+                            start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            try:
+                _api(url, "/api/status")
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"`make lab` did not answer within {START_TIMEOUT_S} s:\n{log_path.read_text()}")
+                time.sleep(0.5)
+        yield {"url": url, "root": course_copy / "notebooks", "log": log_path, "figures": home / "figures.jsonl"}
+    finally:
+        # JupyterLab and every kernel it ran (the browser's and Validate's), for the timing report
+        _record_cpu("jupyterlab and kernels", _descendants(proc.pid))
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+        log.close()
+
+
+CPU_SECONDS: dict[str, float] = {}
+
+
+def _descendants(pid: int | None = None) -> list:
+    import psutil
+
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def _record_cpu(name: str, processes: list) -> None:
+    """CPU seconds of ``processes`` (their waited-for children included), kept in timings.json."""
+    import psutil
+
+    total = 0.0
+    for process in processes:
+        try:
+            t = process.cpu_times()
+            total += t.user + t.system + t.children_user + t.children_system
+        except psutil.Error:
+            pass
+    CPU_SECONDS[name] = round(total, 1)
+
+
+def _api(url: str, path: str, method: str = "GET"):
+    request = urllib.request.Request(url + path, method=method, headers={"Authorization": f"token {TOKEN}"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        body = response.read()
+    return json.loads(body) if body else None
+
+
+@pytest.fixture(scope="module")
+def page(lab):
+    """One headless Chromium (the system's, never Playwright's download) with JupyterLab loaded."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.fail("playwright is not installed in this environment: it is pinned in requirements.txt (make)")
+    executable = _chromium()
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    player = sync_playwright().start()
+    browser = player.chromium.launch(executable_path=executable, headless=True, args=["--no-sandbox"])
+    try:
+        tab = browser.new_context(viewport={"width": 1400, "height": 1000}, reduced_motion="reduce").new_page()
+        tab.set_default_timeout(60_000)
+        tab.goto(f"{lab['url']}/lab?token={TOKEN}&reset", timeout=START_TIMEOUT_S * 1000)
+        tab.wait_for_selector(".jp-LabShell .lm-MenuBar-item", timeout=START_TIMEOUT_S * 1000)
+        yield tab
+    finally:
+        _record_cpu("chromium", [p for p in _descendants() if "chrom" in p.name()])
+        browser.close()
+        player.stop()
+
+
+@pytest.fixture(scope="module")
+def timings():
+    found: dict[str, dict[str, float]] = {}
+    started = time.monotonic()
+    yield found
+    found["all"] = {"wall_s": round(time.monotonic() - started, 1), "cpu_s": CPU_SECONDS}
+    if found:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        (ARTIFACTS / "timings.json").write_text(json.dumps(found, indent=1) + "\n")
+
+
+# ---------------------------------------------------------------- the walk
+
+class Walk:
+    """One lesson's walk through JupyterLab; ``problems`` collects what a student would have seen wrong."""
+
+    def __init__(self, page, lab: dict, lesson: str, timings: dict):
+        self.page, self.lab, self.lesson = page, lab, lesson
+        self.problems: list[str] = []
+        self.timings = timings.setdefault(lesson, {})
+        self.nb = None        # the notebook on disk (as saved from JupyterLab)
+        self.blanks = 0
+
+    # ---- helpers
+    def problem(self, text: str) -> None:
+        self.problems.append(text)
+
+    def timed(self, name: str, started: float) -> None:
+        self.timings[name] = round(time.monotonic() - started, 1)
+
+    def cell_label(self, index: int) -> str:
+        cell = self.nb.cells[index]
+        first = next((line.strip() for line in cell.source.splitlines()
+                      if line.strip() and not line.lstrip().startswith("#")), "")
+        return f"cell {index} (id {cell.get('id')}, `{first[:60]}`)"
+
+    def wait(self, what: str, until, timeout_s: float, seen=lambda: ""):
+        deadline = time.monotonic() + timeout_s
+        while True:
+            value = until()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise Timeout(f"{what}: not done after {timeout_s:.0f} s{(': ' + seen()) if seen() else ''}")
+            time.sleep(POLL_S)
+
+    def state(self) -> dict | None:
+        return self.page.evaluate(JS_STATE)
+
+    def menu(self, top: str, item: str) -> None:
+        self.page.locator(".lm-MenuBar-item", has_text=top).first.click()
+        self.page.locator(".lm-Menu-item:visible", has_text=item).first.click()
+
+    def screenshot(self, name: str) -> Path:
+        path = ARTIFACTS / f"{self.lesson}{name}.png"
+        self.page.screenshot(path=str(path))
+        return path
+
+    # ---- notebooks
+    def open(self, path: str) -> None:
+        """File > Open from Path..., then wait for the notebook with its kernel idle."""
+        self.close_all()
+        self.menu("File", "Open from Path")
+        dialog = self.page.locator(".jp-Dialog")
+        dialog.locator("input").fill(path)
+        dialog.locator("button.jp-mod-accept").click()
+        self.page.wait_for_selector(f"{NOTEBOOK} .jp-Cell", timeout=START_TIMEOUT_S * 1000)
+        self.page.wait_for_selector(f"{NOTEBOOK} [data-jp-item-name=executionProgress]:has-text('Idle')",
+                                    timeout=START_TIMEOUT_S * 1000)
+
+    def close_all(self) -> None:
+        """Close every tab (discarding changes); closing shuts each notebook's kernel down."""
+        self.page.keyboard.press("Escape")
+        if self.page.locator(".jp-NotebookPanel").count():
+            self.menu("File", "Close All Tabs")
+            for _ in range(10):
+                discard = self.page.locator(".jp-Dialog button", has_text=re.compile("Discard|Don.t Save"))
+                if discard.count():
+                    discard.first.click()
+                elif not self.page.locator(".jp-NotebookPanel").count():
+                    break
+                time.sleep(0.3)
+        for session in _api(self.lab["url"], "/api/sessions"):
+            _api(self.lab["url"], f"/api/sessions/{session['id']}", method="DELETE")
+
+    def save_and_read(self, path: Path):
+        self.page.locator(f"{NOTEBOOK} [data-jp-item-name=save] jp-button").click()
+        self.wait("saving the notebook",
+                  lambda: not self.page.locator(".lm-TabBar-tab.jp-mod-current.jp-mod-dirty").count(), 60)
+        return nbformat.read(path, as_version=4)
+
+    def start_run_all(self) -> None:
+        """Run > Run All Cells, once every cell is queued (the kernel then works on its own)."""
+        self.run_started = time.monotonic()
+
+        def began():
+            st = self.state()
+            return st is not None and any(p and re.search(r"\*|\d", p) for p in st["prompts"])
+        for attempt in range(3):   # the menu item is disabled until the notebook is the current widget
+            self.page.locator(NOTEBOOK).locator(".jp-Cell").first.click()
+            self.menu("Run", "Run All Cells")
+            try:
+                self.wait("Run All Cells to start", began, 30)
+                break
+            except Timeout:
+                if attempt == 2:
+                    raise
+
+    def wait_run_all(self) -> None:
+        """Until the kernel is idle with no cell queued (checked three times in a row)."""
+        stable = {"count": 0}
+
+        def finished():
+            st = self.state()
+            done = (st is not None and st["status"] == "idle"
+                    and not any(p and "*" in p for p in st["prompts"]))
+            if st is not None and st["status"] == "dead":
+                raise Timeout("the kernel died while running the notebook")
+            stable["count"] = stable["count"] + 1 if done else 0
+            return stable["count"] >= 3
+
+        def seen():
+            st = self.state() or {}
+            busy = [i for i, p in enumerate(st.get("prompts", [])) if p and "*" in p]
+            return f"kernel {st.get('status')}, " + (f"cell {busy[0]} still running" if busy else "no cell queued")
+        self.wait("Run All Cells", finished, RUN_TIMEOUT_S, seen)
+        self.timed("run_all_s", self.run_started)
+
+    # ---- checks
+    def image_colours(self, img) -> str | None:
+        """None when ``img`` has more than one colour, else what is wrong with it (the image is saved)."""
+        img.scroll_into_view_if_needed()
+        data = img.evaluate(JS_IMAGE_PNG)
+        if not data:
+            return "the image did not load"
+        from PIL import Image
+
+        png = base64.b64decode(data.split(",", 1)[1])
+        picture = Image.open(io.BytesIO(png)).convert("RGBA")
+        colours = picture.getcolors(1)
+        if colours is None:
+            return None
+        self.blanks += 1
+        saved = ARTIFACTS / f"{self.lesson}-blank-{self.blanks}.png"
+        saved.write_bytes(png)
+        return (f"the image ({picture.width}x{picture.height}) is blank: one colour {colours[0][1]} "
+                f"(saved as {saved.name})")
+
+    def check_outputs(self) -> tuple[list[int], list[int]]:
+        """Errors, cells that did not run, widgets and figures; returns (widget cells, figure cells)."""
+        cells = self.page.locator(NOTEBOOK).locator(".jp-Cell")
+        if cells.count() != len(self.nb.cells):
+            self.problem(f"JupyterLab shows {cells.count()} cells, the notebook has {len(self.nb.cells)}")
+            return [], []
+        widget_cells, figure_cells, not_run = [], [], []
+        for index, cell in enumerate(self.nb.cells):
+            if cell.cell_type != "code":
+                continue
+            tags = cell.metadata.get("tags", [])
+            if cell.get("execution_count") is None:
+                not_run.append(index)
+            for out in cell.get("outputs", []):
+                if out.output_type == "error" and "raises-exception" not in tags:
+                    self.problem(f"{self.cell_label(index)} shows an error: {out.ename}: {out.evalue}"[:600])
+                data = out.get("data", {})
+                if WIDGET_MIME in data and index not in widget_cells:
+                    widget_cells.append(index)
+                if "image/png" in data and index not in figure_cells:
+                    figure_cells.append(index)
+                figure_text = re.match(r"<Figure size .* with \d+ Axes>", str(data.get("text/plain", "")))
+                if figure_text and "image/png" not in data:
+                    self.problem(f"{self.cell_label(index)} shows a figure as text, not an image: {figure_text[0]}")
+        if not_run:
+            more = " ..." if len(not_run) > 12 else ""
+            self.problem(f"{len(not_run)} code cell(s) did not run, from {self.cell_label(not_run[0])} on "
+                         f"(cells {not_run[:12]}{more}): Run All stopped at an error above")
+        for index, text in enumerate(self.page.evaluate(JS_OUTPUT_TEXTS)):
+            match = WIDGET_FALLBACK.search(text)
+            if match:
+                self.problem(f"{self.cell_label(index)} shows a widget's text fallback, not the widget: '{match[0]}'")
+        for index in widget_cells:
+            widget = cells.nth(index).locator(".jp-OutputArea .jupyter-widgets")
+            if not widget.count():
+                self.problem(f"{self.cell_label(index)}: its widget output shows no live widget")
+            images = cells.nth(index).locator(".jp-OutputArea-output:has(.jupyter-widgets) img")
+            for k in range(images.count()):
+                wrong = self.image_colours(images.nth(k))
+                if wrong:
+                    self.problem(f"{self.cell_label(index)}, widget image {k + 1} before any change: {wrong}")
+        for index in figure_cells:
+            want = sum("image/png" in out.get("data", {}) for out in self.nb.cells[index].outputs)
+            images = cells.nth(index).locator(".jp-OutputArea-output[data-mime-type='image/png'] img")
+            if images.count() < want:
+                self.problem(f"{self.cell_label(index)}: {want} figure(s) in the output, "
+                             f"{images.count()} shown as images")
+            for k in range(images.count()):
+                wrong = self.image_colours(images.nth(k))
+                if wrong:
+                    self.problem(f"{self.cell_label(index)}, figure {k + 1}: {wrong}")
+        return widget_cells, figure_cells
+
+    def check_figure_audit(self, path: Path) -> None:
+        """Figures this notebook's kernel rendered without a title or axis labels (tests/browser_figures.py)."""
+        log = self.lab["figures"]
+        entries = [json.loads(line) for line in log.read_text().splitlines()] if log.is_file() else []
+        by_count = {cell.get("execution_count"): i for i, cell in enumerate(self.nb.cells)
+                    if cell.cell_type == "code" and cell.get("execution_count") is not None}
+        seen = set()
+        for entry in entries:
+            if Path(entry["notebook"]).resolve() != path.resolve():
+                continue
+            index = by_count.get(entry["execution_count"])
+            where = f"during {self.cell_label(index)}" if index is not None else "in a widget callback"
+            what = f"drawn by {entry['drawn_by']}" if entry.get("drawn_by") else "drawn in the cell"
+            titles = ", ".join(repr(t) for t in entry["titles"][:2]) or "untitled"
+            text = f"a figure {what} {where} ({titles}): {'; '.join(entry['problems'])}"
+            if text not in seen:
+                seen.add(text)
+                self.problem(text)
+
+    def signature(self, root) -> str:
+        return root.evaluate(JS_SIGNATURE)
+
+    def work_widgets(self, index: int) -> None:
+        """Change every control of the widget in cell ``index`` twice; its output must update each time."""
+        cell = self.page.locator(NOTEBOOK).locator(".jp-Cell").nth(index)
+        root = cell.locator(".jp-OutputArea-output:has(.jupyter-widgets)").first
+        root.scroll_into_view_if_needed()
+        unknown = root.locator(UNKNOWN_CONTROLS)
+        if unknown.count():
+            self.problem(f"{self.cell_label(index)}: the browser test does not know how to work "
+                         f"{unknown.count()} control(s) like {unknown.first.evaluate('e => e.outerHTML')[:120]}; "
+                         "teach tests/test_browser.py (CONTROLS)")
+        found = [(kind, root.locator(selector).nth(k)) for kind, selector in CONTROLS
+                 for k in range(root.locator(selector).count())]
+        if not found:
+            self.problem(f"{self.cell_label(index)}: a widget with no control to work")
+        for round_ in (1, 2):
+            for kind, control in found:
+                what = f"{self.cell_label(index)}, {kind} '{control.evaluate(JS_CONTROL_NAME)[:30]}' change {round_}"
+                before = self.signature(root)
+                had_images = root.locator("img").count()
+                started = time.monotonic()
+                self.change(kind, control)
+                stable = {"sig": None, "count": 0}
+
+                def updated():
+                    st = self.state()
+                    sig = self.signature(root)
+                    if sig == before or st is None or st["status"] != "idle":
+                        stable["count"] = 0
+                        return False
+                    stable["count"] = stable["count"] + 1 if sig == stable["sig"] else 0
+                    stable["sig"] = sig
+                    return stable["count"] >= 2
+                try:
+                    self.wait(what + ": the output did not update", updated, WIDGET_TIMEOUT_S,
+                              lambda: f"still showing {self.signature(root)[:200]!r}")
+                except Timeout as exc:
+                    self.problem(str(exc))
+                    continue
+                self.timings.setdefault("widget_changes_s", []).append(round(time.monotonic() - started, 2))
+                images = root.locator("img")
+                if had_images and not images.count():
+                    self.problem(f"{what}: the widget showed {had_images} image(s) before the change, none after")
+                for k in range(images.count()):
+                    wrong = self.image_colours(images.nth(k))
+                    if wrong:
+                        shot = ARTIFACTS / f"{self.lesson}-cell{index}-blank-{self.blanks}.png"
+                        root.screenshot(path=str(shot))
+                        self.problem(f"{what}: {wrong}; the widget as shown: {shot.name}")
+
+    def change(self, kind: str, control) -> None:
+        if kind == "slider":
+            now, top = (control.get_attribute(a) for a in ("aria-valuenow", "aria-valuemax"))
+            control.focus()
+            control.press("ArrowLeft" if float(now or 0) >= float(top or 0) else "ArrowRight")
+        elif kind == "dropdown":
+            count = control.locator("option").count()
+            current = control.evaluate("e => e.selectedIndex")
+            control.select_option(index=(current + 1) % max(count, 1))
+        elif kind == "choice":
+            options = control.locator("button:not(.mod-active), input[type=radio]:not(:checked)")
+            options.first.click()
+        else:
+            control.click()
+
+    def validate(self, name: str) -> dict:
+        """Click the nbgrader toolbar's Validate; the dialog's title, class, text and failed cells."""
+        started = time.monotonic()
+        self.page.locator(f"{NOTEBOOK} .jp-Toolbar-item", has_text="Validate").locator("jp-button").click()
+        dialog = self.page.locator(".jp-Dialog")
+        self.wait(f"Validate ({name})", lambda: dialog.count() and "Validating" not in dialog.first.inner_text(),
+                  VALIDATE_TIMEOUT_S)
+        result = dialog.first.evaluate(JS_DIALOG)
+        self.timed(f"validate_{name}_s", started)
+        self.screenshot(f"-validate-{name}")
+        dialog.first.locator("button").last.click()
+        return result
+
+    # ---- the two halves
+    def solution(self) -> None:
+        started = time.monotonic()
+        path = self.lab["root"] / "solutions" / self.lesson / f"{self.lesson}.ipynb"
+        self.open(f"solutions/{self.lesson}/{self.lesson}.ipynb")
+        self.timed("open_solution_s", started)
+        self.start_run_all()
+        self.wait_run_all()
+        self.nb = self.save_and_read(path)
+        checked = time.monotonic()
+        widget_cells, figure_cells = self.check_outputs()
+        cells = self.page.locator(NOTEBOOK).locator(".jp-Cell")
+        self.timed("check_outputs_s", checked)
+        worked = time.monotonic()
+        for index in widget_cells:
+            self.work_widgets(index)
+        self.timed("work_widgets_s", worked)
+        self.check_figure_audit(path)
+        focus = (widget_cells or figure_cells or [0])[0]
+        cells.nth(focus).evaluate("e => e.scrollIntoView({block: 'start'})")
+        time.sleep(0.3)
+        self.screenshot("")
+        # Validate blocks JupyterLab's server while nbgrader runs its own copy of the notebook (JupyterLab
+        # sends Run All's cells one by one, so the two cannot overlap): it comes last, as for a student.
+        result = self.validate("solution")
+        if "validation-success" not in result["cls"]:
+            self.problem(f"Validate on the solution did not report success: {result['title']}: "
+                         f"{result['text'][:1500]}")
+        self.timings["solution_total_s"] = round(time.monotonic() - started, 1)
+
+    def release(self) -> None:
+        started = time.monotonic()
+        release = self.lab["root"] / self.lesson / f"{self.lesson}.ipynb"
+        if not release.is_file():
+            self.problem(f"notebooks/{self.lesson}/{self.lesson}.ipynb is missing: run `make release`")
+            return
+        tests = {}
+        for cell in nbformat.read(release, as_version=4).cells:
+            meta = cell.get("metadata", {}).get("nbgrader", {})
+            if meta.get("grade") and str(meta.get("grade_id", "")).startswith("test_"):
+                tests[meta["grade_id"]] = cell.source.strip()
+        self.open(f"{self.lesson}/{self.lesson}.ipynb")
+        result = self.validate("release")
+        if "validation-failed" not in result["cls"]:
+            self.problem(f"Validate on the untouched release should fail naming every test; it said: "
+                         f"{result['title']}: {result['text'][:1500]}")
+        else:
+            named = [f["source"].strip() for f in result["failed"]]
+            first = {s.splitlines()[0] for s in named if s}
+            for grade_id, source in tests.items():
+                if source not in named and source.splitlines()[0] not in first:
+                    self.problem(f"Validate on the untouched release did not name {grade_id} "
+                                 f"({source.splitlines()[0][:80]}) among the failing tests")
+            firsts = {t.splitlines()[0] for t in tests.values()}
+            extra = [s.splitlines()[0] for s in named
+                     if s and s not in tests.values() and s.splitlines()[0] not in firsts]
+            if extra:
+                self.problem(f"Validate on the untouched release named cells that are not tests: {extra}")
+        self.timings["release_total_s"] = round(time.monotonic() - started, 1)
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_lesson_in_jupyterlab(lesson, lab, page, timings):
+    walk = Walk(page, lab, lesson, timings)
+    started = time.monotonic()
+    try:
+        for half in (walk.solution, walk.release):
+            try:
+                half()
+            except Timeout as exc:
+                walk.problem(f"{half.__name__}: {exc}")
+                walk.screenshot(f"-{half.__name__}-timeout")
+    finally:
+        walk.close_all()
+        walk.timed("lesson_total_s", started)
+    print(f"{lesson}: {json.dumps(walk.timings)}; screenshots in {ARTIFACTS}")
+    if walk.problems:
+        pytest.fail(f"{lesson} in JupyterLab: {len(walk.problems)} problem(s) (screenshots in {ARTIFACTS}):\n  - "
+                    + "\n  - ".join(walk.problems), pytrace=False)
