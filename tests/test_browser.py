@@ -438,17 +438,20 @@ class Walk:
     # ---- checks
     def image_colours(self, img) -> str | None:
         """None when ``img`` has more than one colour, else what is wrong with it (the image is saved)."""
-        img.scroll_into_view_if_needed()
-        data = img.evaluate(JS_IMAGE_PNG)
-        if not data:
-            return "the image did not load"
         from PIL import Image
 
-        png = base64.b64decode(data.split(",", 1)[1])
-        picture = Image.open(io.BytesIO(png)).convert("RGBA")
-        colours = picture.getcolors(1)
-        if colours is None:
-            return None
+        img.scroll_into_view_if_needed()
+        for attempt in (1, 2):
+            data = img.evaluate(JS_IMAGE_PNG)
+            if not data:
+                return "the image did not load"
+            png = base64.b64decode(data.split(",", 1)[1])
+            picture = Image.open(io.BytesIO(png)).convert("RGBA")
+            colours = picture.getcolors(1)
+            if colours is None:
+                return None
+            # an image element read while the browser was still painting it: what does it show a second later?
+            time.sleep(1.0)
         self.blanks += 1
         saved = ARTIFACTS / f"{self.lesson}-blank-{self.blanks}.png"
         saved.write_bytes(png)
@@ -542,6 +545,14 @@ class Walk:
                          "teach tests/test_browser.py (CONTROLS)")
         found = [(kind, root.locator(selector).nth(k)) for kind, selector in CONTROLS
                  for k in range(root.locator(selector).count())]
+        if not found and root.locator(".widget-progress").count():
+            # a progress bar (autograder.kernel.notebook_check.progress): nothing to work, but it must
+            # have run to its end, "n/n" beside the bar
+            text = root.inner_text()
+            done = re.search(r"(\d+)/(\d+)", text)
+            if not done or done[1] != done[2]:
+                self.problem(f"{self.cell_label(index)}: its progress bar did not reach the end: {text[:80]!r}")
+            return
         if not found:
             self.problem(f"{self.cell_label(index)}: a widget with no control to work")
         for round_ in (1, 2):

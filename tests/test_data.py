@@ -118,7 +118,8 @@ def _pager(monkeypatch, shuffle=False):
     """A pager over 40 digits in batches of 8 (3 pages) and the list of batches it drew, by first label."""
     drawn = []
     draw = data._draw_batch
-    monkeypatch.setattr(data, "_draw_batch", lambda batch, ncols: drawn.append(int(batch[1][0])) or draw(batch, ncols))
+    monkeypatch.setattr(data, "_draw_batch",
+                        lambda batch, ncols, title: drawn.append(int(batch[1][0])) or draw(batch, ncols, title))
     d = data.load_digits()
     ds = TensorDataset(torch.from_numpy(d.images[:40]).float(), torch.arange(40))
     pager = data.batch_pager(DataLoader(ds, batch_size=8, shuffle=shuffle), max_batches=3)

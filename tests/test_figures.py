@@ -58,8 +58,8 @@ HELPERS = {
     "modules_view.plot_module_counts": lambda m: m.plot_module_counts(
         nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.ReLU(), nn.Linear(4, 2))),
     "data.plot_digit_grid": lambda m: m.plot_digit_grid(np.random.default_rng(0).random((6, 8, 8)), [1, 2, 3, 4, 5, 6]),
-    "data._draw_batch": lambda m: m.plot_digit_grid(   # _draw_batch renders this into a Figure() as PNG bytes
-        torch.rand(6, 1, 8, 8), torch.arange(6), ncols=8, fig=Figure()),
+    "data._draw_batch": lambda m: m._batch_figure(   # the figure _draw_batch renders as PNG for the batch pager
+        (torch.rand(6, 1, 8, 8), torch.arange(6)), 8, "epoch 1, batch 0"),
     "spirals.plot_decision_boundary": lambda m: m.plot_decision_boundary(
         _spiral_model(), torch.randn(20, 2), torch.randint(0, 2, (20,)), resolution=20),
     "spirals.plot_history": lambda m: m.plot_history(_history()),
@@ -146,12 +146,9 @@ YLABEL = re.compile(r"set_ylabel\(|plt\.ylabel\(|\bylabel\s*=")
 
 
 def _untitled_helpers() -> set[str]:
-    """Helpers (function names) whose figure has no title unless the caller gives one (``title=`` or a title call).
-
-    ``_draw_batch`` is left out: the batch pager shows its grid under a text label that names the batch.
-    """
+    """Helpers (function names) whose figure has no title unless the caller gives one (``title=`` or a title call)."""
     return {name.split(".")[1] for name in HELPERS
-            if name != "data._draw_batch" and name.split(".")[0] in {p.stem for p in KERNEL.glob("*.py")}
+            if name.split(".")[0] in {p.stem for p in KERNEL.glob("*.py")}
             and any("title" in problem for problem in helper_problems(name))}
 
 

@@ -124,14 +124,19 @@ def batch_summary(batch) -> str:
             f"labels {[int(v) for v in yb.reshape(-1).tolist()]}")
 
 
-def _draw_batch(batch, ncols: int) -> bytes:
-    """The digit grid of one batch as PNG bytes (no pyplot state involved)."""
+def _batch_figure(batch, ncols: int, title: str):
+    """The digit grid of one batch, titled, in a figure outside pyplot (a widget callback draws it)."""
     from matplotlib.figure import Figure
 
     n = len(batch[0])
     cols = max(1, min(ncols, n))
-    fig = Figure(figsize=(0.9 * cols, 0.9 * -(-n // cols) * 12 / 9 + 0.05))
-    plot_digit_grid(batch[0], batch[1], ncols=ncols, fig=fig)
+    fig = Figure(figsize=(max(0.9 * cols, 4.0), 0.9 * -(-n // cols) * 12 / 9 + 0.4))
+    return plot_digit_grid(batch[0], batch[1], ncols=ncols, fig=fig, title=title)
+
+
+def _draw_batch(batch, ncols: int, title: str) -> bytes:
+    """The digit grid of one batch as PNG bytes (no pyplot state involved)."""
+    fig = _batch_figure(batch, ncols, title)
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=80)
     return buffer.getvalue()
@@ -157,7 +162,8 @@ def batch_pager(loader, max_batches: int = 10, ncols: int = 8):
             return
         batch = state["batches"][slider.value]
         info.value = f"epoch {state['epoch']}, batch {slider.value}: {batch_summary(batch)}"
-        picture.value = _draw_batch(batch, ncols)
+        picture.value = _draw_batch(batch, ncols, f"epoch {state['epoch']}, batch {slider.value}: "
+                                                  f"{len(batch[0])} digits, each with its label above")
 
     def new_epoch(*_):
         batches = []
