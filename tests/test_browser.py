@@ -72,6 +72,8 @@ CONTROLS = [
     ("choice", ".widget-toggle-buttons, .widget-radio-box"),
     ("button", "button.widget-button"),
 ]
+# a progress bar (ipywidgets 8 marks the horizontal one widget-hprogress)
+PROGRESS = ".widget-hprogress, .widget-vprogress, .widget-progress"
 # anything else a student could change; the walk fails on it rather than silently skip it
 UNKNOWN_CONTROLS = ("input:not([type=checkbox]):not([type=radio]), textarea, .widget-play, "
                     ".widget-colorpicker, .widget-datepicker, .widget-upload, .widget-tagsinput")
@@ -545,7 +547,7 @@ class Walk:
                          "teach tests/test_browser.py (CONTROLS)")
         found = [(kind, root.locator(selector).nth(k)) for kind, selector in CONTROLS
                  for k in range(root.locator(selector).count())]
-        if not found and root.locator(".widget-progress").count():
+        if not found and root.locator(PROGRESS).count():
             # a progress bar (autograder.kernel.notebook_check.progress): nothing to work, but it must
             # have run to its end, "n/n" beside the bar
             text = root.inner_text()
