@@ -3,11 +3,13 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-from unittest import mock
+import io  # noqa: E402
+from unittest import mock  # noqa: E402
 
-import matplotlib.pyplot as plt
-import pytest
-import torch
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from PIL import Image  # noqa: E402
 
 from autograder.kernel import explorers
 from autograder.kernel.checks import CheckFailed
@@ -76,18 +78,26 @@ def test_explorer_picture_keeps_its_title_clear_of_the_panels(shape, perm):
 
 
 def test_stride_explorer_builds_and_draws_once_per_change():
-    shows = []
-    with mock.patch.object(plt, "show", lambda: shows.append(plt.gcf()._suptitle.get_text())):
+    drawn = []
+    draw = explorers._draw_layout
+
+    def counted(shape, perm):
+        fig = draw(shape, perm)
+        drawn.append(fig._suptitle.get_text())
+        return fig
+
+    with mock.patch.object(explorers, "_draw_layout", counted):
         box = explorers.stride_explorer()
-        shape_pick, perm_pick = box.children[0].children
-        assert len(shows) == 1
+        (shape_pick, perm_pick), report, picture = box.children[0].children, box.children[1], box.children[2]
+        assert len(drawn) == 1 and bytes(picture.value).startswith(b"\x89PNG") and "stride: (4, 1)" in report.value
         shape_pick.value = (2, 3, 4)
         assert len(perm_pick.options) == 6 and perm_pick.value == (0, 1, 2)
-        assert len(shows) == 2
+        assert len(drawn) == 2
         perm_pick.value = (2, 1, 0)
-        assert len(shows) == 3 and "permute(2, 1, 0)" in shows[-1]
+        assert len(drawn) == 3 and "permute(2, 1, 0)" in drawn[-1] and "contiguous: False" in report.value
         shape_pick.value = (2, 1, 4)
-        assert len(shows) == 4 and "permute(0, 1, 2)" in shows[-1]
+        assert len(drawn) == 4 and "permute(0, 1, 2)" in drawn[-1]
+    assert len(Image.open(io.BytesIO(bytes(picture.value))).convert("RGB").getcolors(10**6)) > 1, "a blank picture"
 
 
 def test_expect_answer_accepts_the_exact_value_and_explains_others():

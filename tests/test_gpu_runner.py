@@ -55,6 +55,7 @@ def run_nbval(notebook: Path, *, hide_gpu: bool, extra_env: dict | None = None,
     return subprocess.run(command, cwd=notebook.parent, env=env, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow  # a pytest session in a subprocess: make test, not test-quick
 def test_cuda_cells_are_skipped_and_listed_without_cuda(tmp_path):
     notebook = tiny_notebook(tmp_path / "tiny.ipynb", second_cuda_tags=("requires-cuda", "nbval-ignore-output"))
     result = run_nbval(notebook, hide_gpu=True)
@@ -77,6 +78,7 @@ def test_cuda_cells_run_and_nothing_is_skipped_with_cuda(tmp_path):
     assert "Cell 1 PASSED" in out, out
 
 
+@pytest.mark.slow  # a pytest session in a subprocess: make test, not test-quick
 def test_expecting_cuda_without_it_is_an_error(tmp_path):
     result = run_nbval(tiny_notebook(tmp_path / "tiny.ipynb"), hide_gpu=True, extra_env={"PTE_EXPECT_CUDA": "1"})
     out = result.stdout + result.stderr
@@ -85,6 +87,7 @@ def test_expecting_cuda_without_it_is_an_error(tmp_path):
     assert "passed" not in out, out
 
 
+@pytest.mark.slow  # a pytest session in a subprocess: make test, not test-quick
 @pytest.mark.parametrize("workers", [None, "2"], ids=["one process", "xdist"])
 def test_a_cuda_cell_that_did_not_run_fails_a_cuda_run(tmp_path, workers):
     """With CUDA available, a requires-cuda cell skipped some other way (here nbval-skip) fails the session.

@@ -1,6 +1,8 @@
 """Lesson 01's figures, its stride explorer, and one small helper for its test cells."""
 from __future__ import annotations
 
+import html
+import io
 import itertools
 import math
 from typing import Any, Callable
@@ -80,14 +82,20 @@ SHAPES = [(3, 4), (2, 6), (2, 3, 4), (2, 1, 4)]
 
 
 def _draw_layout(shape: tuple[int, ...], perm: tuple[int, ...]):
-    """The explorer's picture: one grid for a 2-D result, one grid per ``t[i]`` for a 3-D one."""
-    import matplotlib.pyplot as plt
+    """The explorer's picture: one grid for a 2-D result, one grid per ``t[i]`` for a 3-D one.
+
+    Drawn on its own Agg canvas, outside pyplot: the explorer redraws from widget callbacks,
+    where pyplot's figure list and the inline backend's end-of-cell hooks do not run.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
     t = torch.arange(math.prod(shape)).reshape(shape).permute(*perm)
     panels = list(t) if t.dim() == 3 else [t]
     rows, cols = panels[0].shape if panels[0].dim() == 2 else (1, panels[0].shape[0])
-    fig, axes = plt.subplots(1, len(panels), squeeze=False, layout="constrained",
-                             figsize=(max(5.5, (0.55 * cols + 1.3) * len(panels)), 0.55 * rows + 2.8))
+    fig = Figure(figsize=(max(5.5, (0.55 * cols + 1.3) * len(panels)), 0.55 * rows + 2.8), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, len(panels), squeeze=False)
     for i, (ax, panel) in enumerate(zip(axes[0], panels)):
         if t.dim() == 3:
             plot_memory_order(panel, ax, title=f"t[{i}]", dims=("dim 1", "dim 2"))
@@ -98,24 +106,27 @@ def _draw_layout(shape: tuple[int, ...], perm: tuple[int, ...]):
     return fig
 
 
+def _layout_png(shape: tuple[int, ...], perm: tuple[int, ...]) -> bytes:
+    buffer = io.BytesIO()
+    _draw_layout(shape, perm).savefig(buffer, format="png", dpi=90)
+    return buffer.getvalue()
+
+
 def stride_explorer():
     """An ipywidgets explorer: pick a shape and a permutation, see strides and memory order."""
     import ipywidgets as widgets
-    import matplotlib.pyplot as plt
 
     shape_pick = widgets.Dropdown(options=[(str(s), s) for s in SHAPES], description="shape")
     perm_pick = widgets.Dropdown(description="permute")
-    out = widgets.Output()
+    report_view = widgets.HTML()
+    picture = widgets.Image(format="png")
     state = {"refreshing": False}
 
     def redraw():
         report = layout_report(shape_pick.value, perm_pick.value)
-        with out:
-            out.clear_output(wait=True)
-            for key, value in report.items():
-                print(f"{key:>20}: {value}")
-            _draw_layout(shape_pick.value, perm_pick.value)
-            plt.show()
+        lines = "\n".join(f"{key:>20}: {value}" for key, value in report.items())
+        report_view.value = f"<pre>{html.escape(lines)}</pre>"
+        picture.value = _layout_png(shape_pick.value, perm_pick.value)
 
     def on_shape(_=None):
         # Replacing the options fires the permutation observer: draw once, after both are set.
@@ -135,7 +146,7 @@ def stride_explorer():
     shape_pick.observe(on_shape, names="value")
     perm_pick.observe(on_perm, names="value")
     on_shape()
-    return widgets.VBox([widgets.HBox([shape_pick, perm_pick]), out])
+    return widgets.VBox([widgets.HBox([shape_pick, perm_pick]), report_view, picture])
 
 
 def expect_answer(fn: Callable, args: tuple, want: Any, label: str, hint: str | None = None) -> None:
