@@ -139,6 +139,18 @@ def generate_release(course_root: Path = REPO_ROOT, lesson_ids: list[str] | None
             nbgrader_cmd("generate_assignment", target, "--force", "--no-db", "--log-level=WARN"),
             cwd=course_root, check=True,
         )
+    for lesson in wanted:
+        _drop_widget_state(Path(course_root) / "notebooks" / lesson / f"{lesson}.ipynb")
+
+
+def _drop_widget_state(path: Path) -> None:
+    """nbgrader keeps the notebook's metadata: the widget state of the solution's run (pictures the
+    solution drew, fresh model ids on every release) has no place in the student's copy."""
+    if not path.is_file():
+        return
+    nb = nbformat.read(path, as_version=4)
+    if nb.metadata.pop("widgets", None) is not None:
+        nbformat.write(nb, path)
 
 
 def release(course_root: Path = REPO_ROOT, lesson_ids: list[str] | None = None, execute: bool = True) -> None:

@@ -83,6 +83,14 @@ def test_no_execution_timestamps(lesson):
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
+def test_release_carries_no_widget_state(regenerated, lesson):
+    """The solution run's widget state (what its widgets showed) stays out of the student's copy."""
+    for root in (regenerated, kit.REPO):
+        nb = nbformat.read(root / "notebooks" / lesson / f"{lesson}.ipynb", as_version=4)
+        assert "widgets" not in nb.metadata, f"{root.name}/notebooks/{lesson} holds widget state: run `make release`"
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
 def test_reference_observations_stay_with_the_source(regenerated, lesson):
     """`make release` stored the reference for every graded test; neither release holds it."""
     import json

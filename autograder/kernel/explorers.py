@@ -119,7 +119,8 @@ def stride_explorer():
     shape_pick = widgets.Dropdown(options=[(str(s), s) for s in SHAPES], description="shape")
     perm_pick = widgets.Dropdown(description="permute")
     report_view = widgets.HTML()
-    picture = widgets.Image(format="png")
+    # flex-start: shown at its own size; stretched to the column it looked blurred and oversized
+    picture = widgets.Image(format="png", layout=widgets.Layout(align_self="flex-start"))
     state = {"refreshing": False}
 
     def redraw():

@@ -247,8 +247,9 @@ class _Bar:
 
         self.total = total
         self.unit = f" {desc}" if desc else ""
+        # "initial": the whole description shows ("learning rates", not "learning r...")
         self.bar = widgets.IntProgress(value=0, min=0, max=max(total or 1, 1), description=desc,
-                                       bar_style="info")
+                                       bar_style="info", style={"description_width": "initial"})
         self.label = widgets.Label(self._count(0))
         self.box = widgets.HBox([self.bar, self.label])
         # what ipywidgets' own display sends, minus the text/plain repr
