@@ -1,7 +1,8 @@
 """Every listed pitfall fails its exercise's visible checks, with its message, and its hidden checks.
 
-One kernel per lesson. It runs the solution notebook's code cells in order (in
-``solutions/<lesson>/``, where the hidden checks find the reference observations). Then,
+One kernel per lesson. It runs, in order, the solution notebook's Setup, its answer and
+test cells and the cells that define names the tests use (``cells_to_run``), in
+``solutions/<lesson>/``, where the hidden checks find the reference observations. Then,
 for each wrong answer in ``tests/pitfalls/<lesson>.py``, it defines the wrong answer and
 runs the test cell of its exercise in two parts:
 
@@ -18,6 +19,7 @@ any wrong answer, the solution's own observations must be accepted by the judge.
 """
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -56,8 +58,67 @@ def cases(kind: str) -> list[tuple[str, str, str]]:
     return found
 
 
+def defined_names(source: str) -> set[str]:
+    """Names a cell binds at top level (functions, classes, assignments, imports)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return names
+
+
+def free_names(source: str) -> set[str]:
+    """Names a cell reads but never binds itself: what it needs from earlier cells."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    loaded, bound = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (loaded if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return loaded - bound
+
+
+def cells_to_run(nb) -> list:
+    """What the pitfall kernel runs: the Setup section, every answer and test cell, and any other cell
+    that binds a name a test cell reads without binding it (nothing else defines). The demos are
+    nbval's business; skipping them makes the kernel's start a few seconds instead of a whole lesson."""
+    code = [c for c in nb.cells if c.cell_type == "code" and "requires-cuda" not in c.metadata.get("tags", [])]
+    needed = set().union(*(free_names(c.source) for c in code if kit.nbgrader_meta(c).get("grade")))
+    chosen, in_setup, defined = [], True, set()
+    for cell in nb.cells:
+        if cell.cell_type == "markdown" and cell.source.startswith("## ") and "Setup" not in cell.source.split("\n")[0]:
+            in_setup = False
+        if cell not in code:
+            continue
+        meta = kit.nbgrader_meta(cell)
+        if in_setup or meta.get("solution") or meta.get("grade"):
+            chosen.append(cell)
+            defined |= defined_names(cell.source)
+    for cell in code:
+        if cell not in chosen and defined_names(cell.source) & (needed - defined):
+            chosen.append(cell)
+    return [cell for cell in code if cell in chosen]   # in notebook order
+
+
 class LessonSession:
-    """The lesson's kernel after one run of the solution, and the outcome of every wrong answer."""
+    """The lesson's kernel after the solution's setup, answers and tests, and the outcome of every wrong answer."""
 
     def __init__(self, lesson: str):
         self.lesson = lesson
@@ -67,11 +128,7 @@ class LessonSession:
         self.kernel = Kernel(course.solution_path(lesson).parent,
                              env=dict(os.environ, PTE_OBSERVE="compare", MPLBACKEND="agg"))
         self.setup_error = None
-        for cell in self.nb.cells:
-            if cell.cell_type != "code":
-                continue
-            if cell.metadata.get("tags") and "requires-cuda" in cell.metadata["tags"]:
-                continue
+        for cell in cells_to_run(self.nb):
             result = self.kernel.run(cell.source, timeout=300)
             if result.status != "ok" and "raises-exception" not in " ".join(cell.metadata.get("tags", [])):
                 self.setup_error = f"cell {cell.get('id')} of the solution failed: {result.ename}: {result.evalue}"
