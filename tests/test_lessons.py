@@ -81,7 +81,7 @@ def test_solutions_were_executed(lesson):
     assert None not in counts, f"{lesson}: some cells were never executed; run `make release`"
     assert counts == sorted(counts) and len(set(counts)) == len(counts), f"{lesson}: out-of-order execution"
     errors = [c.get("id") for c in cells if any(o.output_type == "error" for o in c.outputs)
-              and "nbval-raises-exception" not in c.metadata.get("tags", [])]
+              and "raises-exception" not in c.metadata.get("tags", [])]
     assert not errors, f"{lesson}: cells stored with errors: {errors}"
 
 
