@@ -50,7 +50,9 @@ def load_digits(path: str | Path | None = None) -> DigitsArrays:
     """Read the shipped 8x8 digits: uint8 images, uint8 labels and the fixed split indices."""
     path = Path(path) if path is not None else digits_path()
     if not path.is_file():
-        raise FileNotFoundError(f"{path} is missing: rebuild it with `python data/build_digits.py`")
+        raise FileNotFoundError(f"{path} is missing: restore it from your copy of the course "
+                                "(`git checkout -- data/digits.npz`); in the course repository, "
+                                "`python data/build_digits.py` rebuilds it")
     with np.load(path, allow_pickle=False) as archive:
         return DigitsArrays(*(archive[name] for name in DigitsArrays._fields))
 
