@@ -452,8 +452,8 @@ class Walk:
             colours = picture.getcolors(1)
             if colours is None:
                 return None
-            # an image element read while the browser was still painting it: what does it show a second later?
-            time.sleep(1.0)
+            if attempt == 1:   # read while the browser was still painting it? look again a second later
+                time.sleep(1.0)
         self.blanks += 1
         saved = ARTIFACTS / f"{self.lesson}-blank-{self.blanks}.png"
         saved.write_bytes(png)

@@ -58,41 +58,23 @@ def cases(kind: str) -> list[tuple[str, str, str]]:
     return found
 
 
-def defined_names(source: str) -> set[str]:
-    """Names a cell binds at top level (functions, classes, assignments, imports)."""
+def names(source: str) -> tuple[set[str], set[str]]:
+    """(read, bound): the names a cell reads and the names it binds anywhere in it."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
-        return set()
-    names = set()
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
-    return names
-
-
-def free_names(source: str) -> set[str]:
-    """Names a cell reads but never binds itself: what it needs from earlier cells."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return set()
-    loaded, bound = set(), set()
+        return set(), set()
+    read, bound = set(), set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):
-            (loaded if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+            (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             bound.add(node.name)
         elif isinstance(node, ast.arg):
             bound.add(node.arg)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             bound |= {(a.asname or a.name).split(".")[0] for a in node.names}
-    return loaded - bound
+    return read, bound
 
 
 def cells_to_run(nb) -> list:
@@ -100,21 +82,21 @@ def cells_to_run(nb) -> list:
     that binds a name a test cell reads without binding it (nothing else defines). The demos are
     nbval's business; skipping them makes the kernel's start a few seconds instead of a whole lesson."""
     code = [c for c in nb.cells if c.cell_type == "code" and "requires-cuda" not in c.metadata.get("tags", [])]
-    needed = set().union(*(free_names(c.source) for c in code if kit.nbgrader_meta(c).get("grade")))
-    chosen, in_setup, defined = [], True, set()
+    needed = set()
+    for cell in code:
+        if kit.nbgrader_meta(cell).get("grade"):
+            read, bound = names(cell.source)
+            needed |= read - bound
+    chosen, in_setup, defined = set(), True, set()
     for cell in nb.cells:
         if cell.cell_type == "markdown" and cell.source.startswith("## ") and "Setup" not in cell.source.split("\n")[0]:
             in_setup = False
-        if cell not in code:
-            continue
         meta = kit.nbgrader_meta(cell)
-        if in_setup or meta.get("solution") or meta.get("grade"):
-            chosen.append(cell)
-            defined |= defined_names(cell.source)
-    for cell in code:
-        if cell not in chosen and defined_names(cell.source) & (needed - defined):
-            chosen.append(cell)
-    return [cell for cell in code if cell in chosen]   # in notebook order
+        if cell.cell_type == "code" and (in_setup or meta.get("solution") or meta.get("grade")):
+            chosen.add(id(cell))
+            defined |= names(cell.source)[1]
+    missing = needed - defined
+    return [cell for cell in code if id(cell) in chosen or names(cell.source)[1] & missing]   # in notebook order
 
 
 class LessonSession:
