@@ -333,6 +333,17 @@ def test_exit_code_and_summary(graded_class):
     assert "need attention" in proc.stderr
 
 
+def test_timeouts_are_confirmed_alone(graded_class):
+    """A timeout beside other submissions may be a neighbour's doing (a CPU hog on the same core): the
+    grader runs that submission again with nothing else running, and only a second timeout stands."""
+    _, _, proc, report = graded_class
+    timed_out = [s for s in report["submissions"] if s["status"] == "timeout"]
+    assert {s["student"] for s in timed_out} >= {"infinite-loop", "ignores-sigint"}, proc.stderr
+    for submission in timed_out:
+        assert "timed out again when graded alone" in submission["notes"], submission
+    assert "grading it again alone" in proc.stderr
+
+
 def test_every_submission_gets_its_status(graded_class):
     root, cases, proc, report = graded_class
     statuses = {s["student"]: (s["status"], s["reason"]) for s in report["submissions"]}

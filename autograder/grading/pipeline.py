@@ -394,20 +394,43 @@ def grade(options: Options) -> tuple[int, list[NotebookResult]]:
                         cpu_slots): (student, assignment)
             for student, assignment in sorted(tasks, key=lambda t: (t[1], t[0]))
         }
-        for done in futures.as_completed(pending):
-            student, assignment = pending[done]
+
+        def outcome_of(job: futures.Future, student: str, assignment: str) -> list[NotebookResult]:
             try:
-                items = [NotebookResult(**r) for r in done.result()]
+                return [NotebookResult(**r) for r in job.result()]
             except Exception as exc:  # the worker process itself died
-                items = [NotebookResult(student, assignment, name, status="error", max_score=mx,
-                                        reason=f"grader worker failed: {type(exc).__name__}: {exc}"[:300])
-                         for name, mx in layout[assignment]["notebooks"].items()]
+                return [NotebookResult(student, assignment, name, status="error", max_score=mx,
+                                       reason=f"grader worker failed: {type(exc).__name__}: {exc}"[:300])
+                        for name, mx in layout[assignment]["notebooks"].items()]
+
+        def settle(assignment: str, items: list[NotebookResult]) -> None:
             for item in items:
                 results.append(item)
                 progress.update(item)
             remaining[assignment] -= 1
             if remaining[assignment] == 0:
                 recordings[assignment] = recorder.submit(record_assignment, assignment)
+
+        starved: list[tuple[str, str]] = []
+        for done in futures.as_completed(pending):
+            student, assignment = pending[done]
+            items = outcome_of(done, student, assignment)
+            if options.jobs > 1 and any(item.status == "timeout" for item in items):
+                starved.append((student, assignment))   # decided below, once nothing else runs
+                continue
+            settle(assignment, items)
+        # A notebook that ran out of time while other submissions were graded beside it may only
+        # have been starved of CPU by them (a neighbour that hogs the cores). It is graded again
+        # with nothing else running, and that run is the one that counts.
+        for student, assignment in sorted(starved, key=lambda t: (t[1], t[0])):
+            progress.log(f"{student}/{assignment} timed out while other submissions ran; grading it again alone")
+            items = outcome_of(pool.submit(grade_submission, paths, student, assignment,
+                                           layout[assignment]["notebooks"], layout[assignment]["tests"], limits,
+                                           str(staged_root), str(scratch_root), cpu_slots), student, assignment)
+            for item in items:
+                item.notes.append("timed out again when graded alone" if item.status == "timeout" else
+                                  "timed out while graded beside other submissions; graded again alone")
+            settle(assignment, items)
         failed = {(student, assignment) for assignment, job in recordings.items() for student in job.result()}
     shutil.rmtree(scratch_root, ignore_errors=True)
     manager.shutdown()
