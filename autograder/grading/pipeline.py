@@ -415,7 +415,7 @@ def grade(options: Options) -> tuple[int, list[NotebookResult]]:
         for done in futures.as_completed(pending):
             student, assignment = pending[done]
             items = outcome_of(done, student, assignment)
-            if options.jobs > 1 and any(item.status == "timeout" for item in items):
+            if options.jobs > 1 and len(pending) > 1 and any(item.status == "timeout" for item in items):
                 starved.append((student, assignment))   # decided below, once nothing else runs
                 continue
             settle(assignment, items)
