@@ -12,7 +12,14 @@ c.CourseDirectory.course_id = "pytorch-essentials"
 c.CourseDirectory.source_directory = "solutions"
 c.CourseDirectory.release_directory = "notebooks"
 
+# One BLAS/OpenMP thread per kernel, for both graders: plain `nbgrader autograde` (whose kernels inherit
+# this environment) and `python -m autograder grade` (which reads kernel_threads from here). Thread count
+# changes how some reductions round, so the two must never disagree.
+c.PTEGrading.kernel_threads = 1
+os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(c.PTEGrading.kernel_threads)
+
 # A training loop may take a while on a slow laptop, but a hung cell must not stall grading.
+# (The grading command reads this as its per-cell cap too.)
 c.Execute.timeout = 120
 c.Execute.interrupt_on_timeout = True
 

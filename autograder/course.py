@@ -78,12 +78,14 @@ def _cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
-def execute_in_place(path: Path, timeout: int = EXECUTION_TIMEOUT_S, lesson: str | None = None) -> None:
+def execute_in_place(path: Path, timeout: int = EXECUTION_TIMEOUT_S, lesson: str | None = None,
+                     env: dict[str, str] | None = None) -> None:
     """Run a solution notebook top to bottom in its folder, store fresh outputs and its reference observations.
 
     The kernel runs in recording mode (``PTE_OBSERVE=record``): each hidden check publishes
     what the solution produced. Those observations, per test cell, become the reference file
     that graders compare students' observations with; they are removed from the stored outputs.
+    ``env`` adds to (or overrides) the kernel's environment, e.g. an emulated CPU's settings.
     """
     from nbclient import NotebookClient
 
@@ -105,7 +107,7 @@ def execute_in_place(path: Path, timeout: int = EXECUTION_TIMEOUT_S, lesson: str
         resources={"metadata": {"path": str(path.parent)}},
     )
     try:
-        client.execute(env=dict(os.environ, PTE_OBSERVE="record"))
+        client.execute(env=dict(os.environ, **(env or {}), PTE_OBSERVE="record"))
     finally:
         for index, source in stand_ins.items():
             nb.cells[index].source = source

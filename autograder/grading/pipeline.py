@@ -26,7 +26,7 @@ from pathlib import Path
 
 import nbformat
 
-from . import canonical, judge, runner, sandbox
+from . import canonical, judge, reference, runner, sandbox
 
 STATUSES = ("graded", "timeout", "kernel-died", "memory-limit", "output-limit", "corrupt", "missing", "tampered",
             "error")
@@ -156,20 +156,23 @@ def discover(coursedir, options: Options, layout: dict) -> list[tuple[str, str]]
 
 def grade_submission(coursedir_paths: dict, student: str, assignment: str,
                      notebooks: dict[str, float], tests: dict[str, dict[str, str]], limits: runner.Limits,
-                     staged_root: str, scratch_root: str, cpu_slots=None) -> list[dict]:
-    """Check, rebuild, execute and judge one student's assignment; stage the results. Never raises."""
+                     staged_root: str, scratch_root: str, cpu_slots=None,
+                     judged_with: dict[str, list[dict]] | None = None) -> list[dict]:
+    """Check, rebuild, execute and judge one student's assignment against ``judged_with`` (the
+    assignment's reference observations); stage the results. Never raises."""
     slot = cpu_slots.get() if cpu_slots is not None else None
     try:
         if slot is not None:
             limits = dataclasses.replace(limits, cpus=slot)
         return _grade_submission(coursedir_paths, student, assignment, notebooks, tests, limits,
-                                 staged_root, scratch_root)
+                                 staged_root, scratch_root, judged_with)
     finally:
         if slot is not None:
             cpu_slots.put(slot)
 
 
-def _grade_submission(coursedir_paths, student, assignment, notebooks, tests, limits, staged_root, scratch_root):
+def _grade_submission(coursedir_paths, student, assignment, notebooks, tests, limits, staged_root, scratch_root,
+                      judged_with):
     results = []
     source_dir = Path(coursedir_paths["submitted"]) / student / assignment
     release_dir = Path(coursedir_paths["release"]) / assignment
@@ -186,7 +189,7 @@ def _grade_submission(coursedir_paths, student, assignment, notebooks, tests, li
                 raise canonical.SubmissionError("missing", f"{name}.ipynb was not submitted{hint}")
             submitted = canonical.read_submission(path)
             release = nbformat.read(release_dir / f"{name}.ipynb", as_version=4)
-            reference = judge.load_reference(Path(coursedir_paths["source"]), assignment)
+            reference = judged_with or judge.load_reference(Path(coursedir_paths["source"]), assignment)
             built = canonical.build(release, submitted, tests[name])
             result.notes = built.notes
             scratch = Path(tempfile.mkdtemp(prefix="nb-", dir=scratch_root))
@@ -316,6 +319,41 @@ def matplotlib_cache(grading_dir: Path) -> Path:
     return cache
 
 
+def reference_for(paths: dict, assignment: str, notebooks: list[str], limits: runner.Limits, scratch_root: str,
+                  cache_root: str, cpu_slots=None) -> reference.HostReference:
+    """The host's reference of one assignment, computed in a worker on its own CPU slot (as a student's run)."""
+    slot = cpu_slots.get() if cpu_slots is not None else None
+    try:
+        if slot is not None:
+            limits = dataclasses.replace(limits, cpus=slot)
+        return reference.host_reference(Path(paths["source"]), assignment, notebooks, limits, Path(scratch_root),
+                                        Path(cache_root))
+    finally:
+        if slot is not None:
+            cpu_slots.put(slot)
+
+
+def course_settings(coursedir) -> dict:
+    """What the course's nbgrader_config.py says that the grading command must use as well."""
+    config = coursedir.config
+    execute = config.get("Execute", {})
+    grading = config.get("PTEGrading", {})
+    return {"cell_timeout_s": float(execute.get("timeout", 120) or 120),
+            "threads": int(grading.get("kernel_threads", 1))}
+
+
+def report_references(references: dict[str, reference.HostReference], progress) -> None:
+    for assignment, ref in sorted(references.items()):
+        if ref.problem:
+            progress.log(f"warning: {assignment}: {ref.problem}"
+                         + ("; judging with the stored reference observations" if ref.source == "stored" else ""))
+        for diff in ref.differences:
+            where = f"observation {diff['index']} ('{diff['label']}')" if diff["index"] else "its observations"
+            progress.log(f"warning: {assignment}/{diff['test']}: {where} differ(s) on this host from the stored "
+                         f"reference: {diff['problem']}. The host's reference is used, so no student loses points; "
+                         "a check that depends on the machine is a course bug to fix.")
+
+
 def cpu_sets(jobs: int) -> list[str]:
     """One taskset list per job: the usable cores shared out, so each kernel keeps to its own."""
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
@@ -355,10 +393,10 @@ def grade(options: Options) -> tuple[int, list[NotebookResult]]:
     os.environ["PTE_MPL_CACHE"] = str(matplotlib_cache(grading_dir))
     backup = backup_gradebook(coursedir, course)
 
-    cores = os.cpu_count() or 1
+    settings = course_settings(coursedir)
     limits = runner.Limits(timeout_s=options.timeout_s, memory_mb=options.memory_mb, output_mb=options.output_mb,
-                           cell_timeout_s=options.cell_timeout_s or min(120.0, options.timeout_s),
-                           threads=max(1, cores // options.jobs), sandbox=use_bwrap)
+                           cell_timeout_s=options.cell_timeout_s or min(settings["cell_timeout_s"], options.timeout_s),
+                           threads=settings["threads"], sandbox=use_bwrap)
     paths = {"submitted": str(Path(coursedir.format_path(coursedir.submitted_directory, ".", ".")).resolve()),
              "release": str(Path(coursedir.format_path(coursedir.release_directory, ".", ".")).resolve()),
              "source": str(Path(coursedir.format_path(coursedir.source_directory, ".", ".")).resolve())}
@@ -384,14 +422,28 @@ def grade(options: Options) -> tuple[int, list[NotebookResult]]:
 
     context = multiprocessing.get_context("forkserver")
     recordings: dict[str, futures.Future] = {}
+    references: dict[str, reference.HostReference] = {}
     # Phase 2 of a finished assignment (one writer to the gradebook at a time) overlaps
     # with phase 1 of the next one.
     with futures.ThreadPoolExecutor(max_workers=1) as recorder, \
             futures.ProcessPoolExecutor(max_workers=options.jobs, mp_context=context) as pool:
+        # The reference each assignment is judged with: the solution run here, in the sandbox (cached).
+        wanted = sorted({assignment for _, assignment in tasks})
+        computing = {assignment: pool.submit(reference_for, paths, assignment, list(layout[assignment]["notebooks"]),
+                                             limits, str(scratch_root), str(grading_dir), cpu_slots)
+                     for assignment in wanted}
+        for assignment, job in computing.items():
+            try:
+                references[assignment] = job.result()
+            except Exception as exc:  # the worker itself died: judge with the stored record
+                stored = reference.load_stored(Path(paths["source"]), assignment) or {}
+                references[assignment] = reference.HostReference(
+                    assignment, stored, "stored", problem=f"the reference run failed: {type(exc).__name__}: {exc}")
+        report_references(references, progress)
         pending = {
             pool.submit(grade_submission, paths, student, assignment, layout[assignment]["notebooks"],
                         layout[assignment]["tests"], limits, str(staged_root), str(scratch_root),
-                        cpu_slots): (student, assignment)
+                        cpu_slots, references[assignment].cells): (student, assignment)
             for student, assignment in sorted(tasks, key=lambda t: (t[1], t[0]))
         }
 
@@ -426,7 +478,8 @@ def grade(options: Options) -> tuple[int, list[NotebookResult]]:
             progress.log(f"{student}/{assignment} timed out while other submissions ran; grading it again alone")
             items = outcome_of(pool.submit(grade_submission, paths, student, assignment,
                                            layout[assignment]["notebooks"], layout[assignment]["tests"], limits,
-                                           str(staged_root), str(scratch_root), cpu_slots), student, assignment)
+                                           str(staged_root), str(scratch_root), cpu_slots,
+                                           references[assignment].cells), student, assignment)
             for item in items:
                 item.notes.append("timed out again when graded alone" if item.status == "timeout" else
                                   "timed out while graded beside other submissions; graded again alone")
@@ -444,6 +497,7 @@ def grade(options: Options) -> tuple[int, list[NotebookResult]]:
         r.score = float(scores.get((r.student, r.assignment, r.notebook)) or 0.0)
     meta = {"course": str(course), "jobs": options.jobs, "sandbox": "bwrap" if use_bwrap else "none",
             "limits": asdict(limits), "gradebook_backup": backup,
+            "references": {assignment: ref.summary() for assignment, ref in sorted(references.items())},
             "partial": bool(options.students or options.assignments or options.shard),
             "seconds": round(time.monotonic() - started, 2)}
     write_outputs(course, results, meta)

@@ -25,7 +25,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import DeadKernelError
 from traitlets import List
 
-from ..kernel import observations
+from ..kernel import observations, outputcap
 from . import canonical, judge, sandbox
 
 MEMORY_ERROR = re.compile(r"MemoryError|can't allocate memory|DefaultCPUAllocator|Cannot allocate memory")
@@ -61,7 +61,9 @@ class SandboxedKernelManager(AsyncKernelManager):
     prefix = List([])
 
     def format_kernel_cmd(self, extra_arguments=None):
-        return list(self.prefix) + super().format_kernel_cmd(extra_arguments)
+        # the kernel caps each cell's output itself (autograder.kernel.outputcap), before memory grows
+        return (list(self.prefix) + super().format_kernel_cmd(extra_arguments)
+                + [f"--IPKernelApp.extensions={outputcap.__name__}"])
 
     async def interrupt_kernel(self):
         """SIGINT to the kernel itself: the sandbox's own processes (bwrap) would die of it."""
@@ -202,7 +204,8 @@ def _error_output(ename: str, evalue: str):
 
 
 async def _run(nb, limits: Limits, work: Path, runtime: Path, outcome: Outcome, deleted: set[str],
-               reference: dict[str, list[dict]]) -> None:
+               reference: dict[str, list[dict]] | None) -> None:
+    """Execute ``nb`` in a sandboxed kernel; with a ``reference``, judge its test cells (else keep the raw run)."""
     km = SandboxedKernelManager(kernel_name="python3", transport="ipc", ip=str(runtime / "kernel"))
     km.connection_file = str(runtime / "kernel.json")
     km.prefix = sandbox.command_prefix(work, runtime, limits)
@@ -234,7 +237,9 @@ async def _run(nb, limits: Limits, work: Path, runtime: Path, outcome: Outcome, 
     watchdog = None
     started = time.monotonic()
     try:
-        async with client.async_setup_kernel(env=sandbox.kernel_env(work, limits.threads)):
+        env = dict(sandbox.kernel_env(work, limits.threads),
+                   **{outputcap.ENV: str(int(client.FLOOD_FACTOR * client.output_limit))})
+        async with client.async_setup_kernel(env=env):
             watchdog = Watchdog(km, limits)
             watchdog.start()
             started = time.monotonic()
@@ -264,7 +269,7 @@ async def _run(nb, limits: Limits, work: Path, runtime: Path, outcome: Outcome, 
         outcome.status, outcome.reason = "timeout", f"the notebook ran longer than {limits.timeout_s:g} s"
     elif watchdog and watchdog.tripped == "memory-limit":
         outcome.status, outcome.reason = "memory-limit", f"the kernel used more than {limits.memory_mb} MB"
-    elif client.flooded and outcome.status == "graded":
+    elif (client.flooded or _stopped_by_output_cap(nb)) and outcome.status == "graded":
         outcome.status = "output-limit"
         outcome.reason = (f"a cell printed more than {client.FLOOD_FACTOR * limits.output_mb:g} MB "
                           "and was interrupted")
@@ -273,7 +278,14 @@ async def _run(nb, limits: Limits, work: Path, runtime: Path, outcome: Outcome, 
         outcome.reason = f"{len(timed_out)} cell(s) ran longer than {limits.cell_timeout_s:g} s and were interrupted"
     if client.output_exceeded:
         outcome.notes.append(f"output past {limits.output_mb:g} MB was dropped")
-    _settle_test_cells(nb, test_cells, replies, stopped_at, deleted, outcome, reference)
+    if reference is not None:
+        _settle_test_cells(nb, test_cells, replies, stopped_at, deleted, outcome, reference)
+
+
+def _stopped_by_output_cap(nb) -> bool:
+    """Did the kernel's own per-cell cap stop a cell (an ``OutputFlood`` error)?"""
+    return any(out.get("output_type") == "error" and out.get("ename") == outputcap.OutputFlood.__name__
+               for cell in nb.cells if cell.cell_type == "code" for out in cell.get("outputs", []))
 
 
 def _current_index(nb, replies) -> int:
@@ -322,6 +334,16 @@ def execute(nb, limits: Limits, scratch: Path, deleted: set[str] | None = None,
     """Run ``nb`` (modified in place), judge its test cells and return the outcome.
 
     Never raises for submission faults: they become the outcome's status and reason."""
+    return _execute(nb, limits, scratch, deleted or set(), reference or {})
+
+
+def record(nb, limits: Limits, scratch: Path) -> Outcome:
+    """Run ``nb`` exactly as :func:`execute` does, but judge nothing: its test cells keep their observations
+    (the grader's run of the instructor's solution, whose observations become the host's reference)."""
+    return _execute(nb, limits, scratch, set(), None)
+
+
+def _execute(nb, limits: Limits, scratch: Path, deleted: set[str], reference) -> Outcome:
     outcome = Outcome(nb=nb)
     work, runtime = sandbox.prepare_dirs(scratch)
     if not limits.sandbox:
@@ -329,6 +351,6 @@ def execute(nb, limits: Limits, scratch: Path, deleted: set[str] | None = None,
         if mpl_cache.is_dir():
             shutil.copytree(mpl_cache, work / ".matplotlib", dirs_exist_ok=True)
     start = time.monotonic()
-    asyncio.run(_run(nb, limits, work, runtime, outcome, deleted or set(), reference or {}))
+    asyncio.run(_run(nb, limits, work, runtime, outcome, deleted, reference))
     outcome.seconds = time.monotonic() - start
     return outcome

@@ -136,6 +136,18 @@ def prepare_dirs(base: Path) -> tuple[Path, Path]:
     return work, runtime
 
 
+# CPU-dispatch settings of torch, MKL and oneDNN: they choose the vector code a kernel runs (and so its
+# rounding). Where the grader's environment sets them, every kernel gets them: the solution's reference run
+# and the students' kernels alike (this is also how the tests emulate an older CPU).
+CPU_DISPATCH_ENV = ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA",
+                    "DNNL_MAX_CPU_ISA")
+
+
+def cpu_dispatch_env() -> dict[str, str]:
+    """The CPU-dispatch settings of the grader's own environment."""
+    return {name: os.environ[name] for name in CPU_DISPATCH_ENV if os.environ.get(name)}
+
+
 def kernel_env(work_dir: Path, threads: int) -> dict[str, str]:
     """A small, explicit environment: no credentials or course paths leak in from the grader."""
     env = {
@@ -153,5 +165,6 @@ def kernel_env(work_dir: Path, threads: int) -> dict[str, str]:
         # hidden checks only record what the student's code produced; the grader judges
         "PTE_OBSERVE": "record",
         "JUPYTER_PLATFORM_DIRS": "1",
+        **cpu_dispatch_env(),
     }
     return env

@@ -397,7 +397,11 @@ def check_digits_split(ds, split: str, positions) -> None:
                     "statistics (the validation set stands in for data you have not seen).")
         elif isinstance(got, float) and abs(got - all_value) < 1e-6:
             hint = f"the {attr} was computed over all 1,797 images; use the training split's rows only."
-        checks.check_number(got, want, f"{name}.{attr}", tol=1e-4, hint=hint)
+        elif attr == "std" and isinstance(got, float) and abs(got - float(raw[d.train_index].std())) < 1e-6:
+            hint = ("this is the sample standard deviation, torch's default .std() (it divides by n - 1). The spec "
+                    "asks for the population standard deviation, NumPy's default: .std(correction=0) in torch.")
+        # The hidden check's own tolerance (atol 1e-5 + rtol 1e-6): what passes here passes there.
+        checks.check_number(got, want, f"{name}.{attr}", tol=1e-5 + 1e-6 * abs(want), hint=hint)
     for i in positions:
         image, label = checks.dataset_item(ds, i, f"{name}[{i}]")
         want_image = ((raw[rows[i]] - mean) / std).unsqueeze(0).float()

@@ -75,6 +75,19 @@ class DigitsDataset(Dataset):
         self.images = (raw - self.mean) / self.std
         self.labels = torch.from_numpy(arrays.labels[rows]).long()
 ''' + _DIGITS_TAIL,
+        "the sample standard deviation (torch's default .std(), n - 1) instead of the population one": '''
+class DigitsDataset(Dataset):
+    def __init__(self, split):
+        if split not in ("train", "val"):
+            raise ValueError(split)
+        arrays = load_digits()
+        train_raw = torch.from_numpy(arrays.images[arrays.train_index]).double()
+        self.mean = train_raw.mean().item()
+        self.std = train_raw.std().item()
+        rows = arrays.train_index if split == "train" else arrays.val_index
+        self.images = ((torch.from_numpy(arrays.images[rows]).double().unsqueeze(1) - self.mean) / self.std).float()
+        self.labels = torch.from_numpy(arrays.labels[rows]).long()
+''' + _DIGITS_TAIL,
         "statistics computed over all images, both splits": '''
 class DigitsDataset(Dataset):
     def __init__(self, split):

@@ -1,0 +1,196 @@
+"""The reference observations a grading run judges with, computed on the grading host.
+
+``make release`` stores what the solution's hidden checks observed
+(``solutions/<id>/reference_observations.json``), but that file was made on the release
+machine. Another CPU's vector code rounds differently, so a quantity that is sensitive to
+rounding can differ there, and a correct answer would lose points for it. The grading
+command therefore runs the instructor's solution once per assignment, in the same sandbox,
+with the same limits, threads and environment as the students' kernels, and judges the
+students' observations against *that*. Student code and reference then meet on the same
+CPU and the same torch.
+
+The run is cached under ``.grading/reference-cache/``, keyed by everything that decides its
+numbers: the solution notebooks, the kernel-side package and the data, the torch version,
+the CPU capability torch dispatches to, the CPU-dispatch settings, the thread count and the
+interpreter. The stored file stays the release's record: every observation where the host
+disagrees with it is listed in the run's report. A check that is sensitive to the platform
+is a course bug for the instructor to fix, never a silent loss of points.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from autograder import course
+from autograder.kernel import observations
+
+from . import judge, runner, sandbox
+
+CACHE_DIR = "reference-cache"
+ENTRY_KEYS = ("label", "value", "atol", "rtol", "hint")
+
+
+@dataclass
+class HostReference:
+    """What one assignment is judged with, and how it compares with the stored record."""
+    assignment: str
+    cells: dict[str, list[dict]]
+    source: str                      # "host" (computed or cached here) or "stored" (the fallback)
+    cached: bool = False
+    key: str = ""
+    differences: list[dict] = field(default_factory=list)
+    problem: str = ""                # why the host reference could not be used, if it was not
+
+    def summary(self) -> dict:
+        return {"source": self.source, "cached": self.cached, "key": self.key, "differences": self.differences,
+                "problem": self.problem}
+
+
+def _digest_files(paths: list[Path]) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(paths):
+        digest.update(str(path.name).encode())
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def _torch_identity() -> dict[str, str]:
+    import torch
+
+    return {"torch": torch.__version__, "capability": torch.backends.cpu.get_cpu_capability()}
+
+
+def cache_key(solution_files: list[Path], threads: int) -> str:
+    """A digest of everything that decides the reference's numbers on this host."""
+    package = course.REPO_ROOT / "autograder"
+    kernel_files = [package / "__init__.py", *sorted((package / "kernel").rglob("*.py"))]
+    data_files = [p for p in Path(course.data_dir()).rglob("*") if p.is_file()]
+    parts = {
+        "solution": _digest_files(solution_files),
+        "kernel": _digest_files(kernel_files),
+        "data": _digest_files(data_files),
+        **_torch_identity(),
+        "dispatch": sandbox.cpu_dispatch_env(),
+        "threads": threads,
+        "machine": platform.machine(),
+        "python": sys.version,
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def _stand_in_cuda_cells(nb) -> None:
+    """As ``make release`` does on a machine without CUDA: a one-line stand-in for each requires-cuda cell."""
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    for cell in nb.cells:
+        if cell.cell_type == "code" and course.REQUIRES_CUDA_TAG in cell.get("metadata", {}).get("tags", []):
+            cell.source = course.CUDA_STAND_IN
+
+
+def _entries(payloads: list) -> list[dict]:
+    entries = []
+    for payload in payloads:
+        if not isinstance(payload, dict) or "value" not in payload:
+            raise ValueError("the solution published a malformed observation")
+        observations.to_json({"value": payload["value"]})
+        entries.append({key: payload.get(key) for key in ENTRY_KEYS})
+    return entries
+
+
+def run_solution(notebooks: list[Path], limits: runner.Limits, scratch_root: Path) -> dict[str, list[dict]]:
+    """Execute the solution notebooks in the sandbox, as a student's; grade id -> its observations."""
+    cells: dict[str, list[dict]] = {}
+    for path in notebooks:
+        nb = nbformat.read(path, as_version=4)
+        _stand_in_cuda_cells(nb)
+        scratch = Path(tempfile.mkdtemp(prefix="reference-", dir=scratch_root))
+        try:
+            outcome = runner.record(nb, limits, scratch)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        if outcome.status != "graded":
+            raise RuntimeError(f"{path.name}: the solution ended '{outcome.status}' in the sandbox: {outcome.reason}")
+        for cell in outcome.nb.cells:
+            meta = cell.get("metadata", {}).get("nbgrader", {})
+            if cell.cell_type != "code" or not meta.get("grade"):
+                continue
+            errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+            if errors:
+                raise RuntimeError(f"{path.name}: the solution's test cell '{meta['grade_id']}' raised "
+                                   f"{errors[0].get('ename')}: {errors[0].get('evalue', '')}"[:300])
+            cells[meta["grade_id"]] = _entries(judge.observed(cell))
+    return cells
+
+
+def differences(stored: dict[str, list[dict]], host: dict[str, list[dict]]) -> list[dict]:
+    """Every observation where the host's reference and the stored one disagree (labels as the stored file has)."""
+    found = []
+    for test in sorted(set(stored) | set(host)):
+        mine, theirs = host.get(test), stored.get(test)
+        if mine is None or theirs is None:
+            found.append({"test": test, "index": None, "label": None,
+                          "problem": "only in the stored reference" if mine is None else "only on this host"})
+            continue
+        if len(mine) != len(theirs):
+            found.append({"test": test, "index": None, "label": None,
+                          "problem": f"{len(mine)} observations on this host, {len(theirs)} stored"})
+        for index, (entry, record) in enumerate(zip(mine, theirs)):
+            try:
+                problem = observations.compare(record, entry["value"])
+            except Exception as exc:  # a malformed stored entry is a difference too
+                problem = ("malformed", f"{type(exc).__name__}: {exc}")
+            if problem:
+                found.append({"test": test, "index": index + 1, "label": record.get("label"), "problem": problem[1]})
+    return found
+
+
+def load_stored(source_dir: Path, assignment: str) -> dict[str, list[dict]] | None:
+    try:
+        return judge.load_reference(source_dir, assignment)
+    except judge.ReferenceMissing:
+        return None
+
+
+def host_reference(source_dir: Path, assignment: str, notebooks: list[str], limits: runner.Limits,
+                   scratch_root: Path, cache_root: Path) -> HostReference:
+    """The reference one assignment is judged with on this host (cached), compared with the stored one.
+
+    Never raises: if the solution cannot run here, the stored reference is used and ``problem`` says why;
+    with neither, ``cells`` is empty and every test cell of the assignment fails with a grader error."""
+    folder = Path(source_dir) / assignment
+    stored = load_stored(source_dir, assignment)
+    files = [folder / f"{name}.ipynb" for name in notebooks]
+    try:
+        if not all(path.is_file() for path in files):
+            raise FileNotFoundError(f"the solution notebooks {', '.join(p.name for p in files)} are not all in "
+                                    f"{folder}")
+        key = cache_key(files, limits.threads)
+        cached_file = Path(cache_root) / CACHE_DIR / f"{assignment}-{key}.json"
+        cached = cached_file.is_file()
+        if cached:
+            cells = json.loads(cached_file.read_text())["cells"]
+        else:
+            cells = run_solution(files, limits, Path(scratch_root))
+            cached_file.parent.mkdir(parents=True, exist_ok=True)
+            temporary = cached_file.with_suffix(".tmp")
+            temporary.write_text(json.dumps({"format": observations.FORMAT, "assignment": assignment, "key": key,
+                                             "cells": cells}, sort_keys=True))
+            temporary.replace(cached_file)
+    except Exception as exc:  # the course or the host is at fault; the stored record still grades
+        problem = f"the solution could not be run on this host ({type(exc).__name__}: {exc})"[:400]
+        return HostReference(assignment, stored or {}, "stored", problem=problem)
+    found = differences(stored, cells) if stored is not None else []
+    result = HostReference(assignment, cells, "host", cached=cached, key=key, differences=found)
+    if stored is None:
+        result.problem = f"{folder / judge.REFERENCE_FILE} is missing: run `make release` to record it"
+    return result
