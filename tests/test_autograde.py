@@ -8,14 +8,22 @@ One scratch course holds every lesson, each with three submissions that prove th
   one). It loses exactly those two exercises' points.
 
 Plain nbgrader grades all three (two nbgrader starts, each for half of the lessons, side by
-side); at the same time the grading command grades the wrong one in a copy of the course (the battery in
-test_grading.py grades solutions and untouched releases with it).
+side); at the same time the grading command grades the solution and the wrong one in a copy of the
+course (the battery in test_grading.py grades untouched releases with it).
+
+The release was recorded on this CPU; both graders run with the vector code of an older one
+(test_cross_cpu.EMULATED_CPU), as an instructor who releases on a laptop and grades on a server
+would. Plain nbgrader compares with the stored reference, so it proves that reference stable; the
+grading command judges with the host's own run of the solution and reports every observation
+where that run and the stored reference disagree (there must be none).
 Every other wrong answer is checked, faster, in test_pitfalls.py.
 """
 from __future__ import annotations
 
 import csv
 import fnmatch
+import json
+import os
 import shutil
 import subprocess
 import sys
@@ -26,6 +34,7 @@ import pytest
 
 import coursekit as kit
 from autograder import course
+from test_cross_cpu import EMULATED_CPU
 
 LESSONS = course.lessons()
 
@@ -82,15 +91,16 @@ def graded(tmp_path_factory):
     even, twin = root.parent / "course-even", root.parent / "course-grading-command"
     shutil.copytree(root, even)
     shutil.copytree(root, twin)
+    other_cpu = dict(os.environ, **EMULATED_CPU)
     plain = {folder: subprocess.Popen(course.nbgrader_cmd("autograde", pattern, "--force", "--create",
-                                                          "--log-level=ERROR"),
+                                                          "--log-level=ERROR"), env=other_cpu,
                                       cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for folder, pattern in zip((root, even), HALVES)}
     # "wrong" keeps the solution's answers in every exercise but two, so it also shows the
     # grading command giving full marks to correct answers; untouched releases are the battery's
     ours = subprocess.Popen([sys.executable, "-m", "autograder", "grade", "--course", str(twin), "--jobs", "2",
-                             "--timeout-s", "300", "--student", "wrong"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             "--timeout-s", "300", "--student", "wrong", "--student", "solution"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=other_cpu)
     for folder, proc in plain.items():
         out, _ = proc.communicate(timeout=1800)
         assert proc.returncode == 0, f"nbgrader autograde in {folder.name} failed:\n{out}"
@@ -106,19 +116,29 @@ def graded(tmp_path_factory):
                                             as_version=4)
                            for s in ("solution", "untouched", "wrong")} for lesson in LESSONS}
     by_grader = {lesson: kit.scores(twin, lesson) for lesson in LESSONS}
-    return {lesson: graded_in(lesson) for lesson in LESSONS}, by_nbgrader, autograded, by_grader
+    report = json.loads((twin / "grading-report.json").read_text())
+    return {lesson: graded_in(lesson) for lesson in LESSONS}, by_nbgrader, autograded, by_grader, report
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_plain_nbgrader_autograde(graded, lesson):
-    _, by_nbgrader, _, _ = graded
+    _, by_nbgrader, _, _, _ = graded
     assert by_nbgrader[lesson] == expected_scores(lesson)
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_grading_command(graded, lesson):
-    _, _, _, by_grader = graded
-    assert by_grader[lesson] == {"wrong": expected_scores(lesson)["wrong"]}
+    _, _, _, by_grader, _ = graded
+    expected = expected_scores(lesson)
+    assert by_grader[lesson] == {"solution": expected["solution"], "wrong": expected["wrong"]}
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_host_reference_agrees_with_the_stored_one(graded, lesson):
+    """The grading command judged with its own run of the solution, which matches the stored record."""
+    used = graded[4]["references"][lesson]
+    assert used["source"] == "host" and not used["problem"], used
+    assert used["differences"] == [], f"{lesson}: platform-sensitive observations: {used['differences']}"
 
 
 @pytest.mark.parametrize("lesson", LESSONS)

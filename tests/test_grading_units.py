@@ -1,5 +1,6 @@
 """Fast unit tests of the grading pipeline's parts (no kernel started)."""
 import io
+import os
 
 import nbformat
 import pytest
@@ -139,3 +140,65 @@ def test_progress_bar_on_a_terminal_and_lines_in_a_log():
     assert "\r[###############...............] 1/2" in tty.getvalue()
     assert "[##############################] 2/2" in tty.getvalue()
     assert log.getvalue().splitlines()[0] == "graded 1/2 ann 01_x/01_x: timeout (1.0 s) - slow"
+
+
+# ---------------------------------------------------------------- the grading host's reference
+
+def _entry(label, value, atol=1e-6):
+    return {"label": label, "value": {"type": "float", "value": value}, "atol": atol, "rtol": 0.0, "hint": None}
+
+
+def test_reference_differences_name_the_test_cell_and_the_observation():
+    from autograder.grading import reference
+
+    stored = {"test_a": [_entry("a1", 1.0), _entry("a2", 2.0)], "test_b": [_entry("b1", 3.0)]}
+    host = {"test_a": [_entry("a1", 1.0 + 1e-9), _entry("a2", 2.5)], "test_b": [_entry("b1", 3.0)]}
+    assert reference.differences(stored, stored) == []
+    found = reference.differences(stored, host)
+    assert [(d["test"], d["index"], d["label"]) for d in found] == [("test_a", 2, "a2")]
+    host["test_c"] = [_entry("c1", 0.0)]
+    host["test_b"].append(_entry("b2", 0.0))
+    problems = {(d["test"], d["problem"]) for d in reference.differences(stored, host)}
+    assert ("test_c", "only on this host") in problems
+    assert ("test_b", "2 observations on this host, 1 stored") in problems
+
+
+def test_reference_cache_key_follows_what_decides_the_numbers(tmp_path, monkeypatch):
+    from autograder.grading import reference
+
+    solution = tmp_path / "lesson.ipynb"
+    solution.write_text("{}")
+    for name in pipeline.sandbox.CPU_DISPATCH_ENV:
+        monkeypatch.delenv(name, raising=False)
+    key = reference.cache_key([solution], threads=1)
+    assert reference.cache_key([solution], threads=1) == key
+    assert reference.cache_key([solution], threads=2) != key
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")
+    assert reference.cache_key([solution], threads=1) != key
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY")
+    solution.write_text('{"changed": 1}')
+    assert reference.cache_key([solution], threads=1) != key
+
+
+def test_both_graders_pin_the_same_thread_count(monkeypatch):
+    """nbgrader_config.py sets the threads plain nbgrader's kernels inherit; the grading command reads the same."""
+    import runpy
+
+    from autograder import course
+    from traitlets.config import Config
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "7")
+    monkeypatch.setenv("MKL_NUM_THREADS", "7")
+    config = Config()
+    runpy.run_path(str(course.REPO_ROOT / "nbgrader_config.py"), init_globals={"get_config": lambda: config})
+    threads = pipeline.course_settings(pipeline.load_coursedir(course.REPO_ROOT))["threads"]
+    assert os.environ["OMP_NUM_THREADS"] == os.environ["MKL_NUM_THREADS"] == str(threads) == "1"
+
+
+def test_kernels_get_the_graders_cpu_dispatch_settings(monkeypatch, tmp_path):
+    from autograder.grading import sandbox
+
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")
+    monkeypatch.delenv("MKL_ENABLE_INSTRUCTIONS", raising=False)
+    env = sandbox.kernel_env(tmp_path, 1)
+    assert env["ATEN_CPU_CAPABILITY"] == "default" and "MKL_ENABLE_INSTRUCTIONS" not in env

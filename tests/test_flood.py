@@ -1,0 +1,59 @@
+"""A cell that prints without end ends `output-limit` on any machine, under any load.
+
+The flood writes to stdout as fast as the interpreter can while two other processes keep both
+cores busy, and the memory cap is low: if the kernel's unsent output could grow until that cap,
+the status would be `memory-limit`, depending on how fast the grader drains it. The kernel's own
+per-cell cap (autograder.kernel.outputcap) stops the cell first. The rest of the notebook is
+graded, and the honest neighbour keeps full marks.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import nbformat
+import pytest
+
+import coursekit as kit
+from autograder import course
+from test_grading import ensure_bubblewrap
+
+LESSON = "01_tensors_and_views"
+FLOOD = ("def linear_forward(x, weight, bias):\n    import sys\n    chunk = 'x' * 5_000_000\n"
+         "    while True:\n        sys.stdout.write(chunk)\n")
+HOG = "while True:\n    pass\n"
+
+
+@pytest.fixture(scope="module")
+def flooded(tmp_path_factory):
+    assert ensure_bubblewrap(), "bubblewrap must work here"
+    root = kit.make_scratch_course(tmp_path_factory.mktemp("flood"), [LESSON])
+    release_nb = kit.release_notebook(root, LESSON)
+    solution_nb = nbformat.read(course.solution_path(LESSON), as_version=4)
+    kit.submit(root, "flood", LESSON, kit.fill_answers(release_nb, solution_nb, {"linear_forward": FLOOD}))
+    kit.submit(root, "honest", LESSON, kit.fill_answers(release_nb, solution_nb))
+    hogs = [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(2)]
+    try:
+        proc = subprocess.run([sys.executable, "-m", "autograder", "grade", "--course", str(root), "--jobs", "2",
+                               "--timeout-s", "120", "--cell-timeout-s", "60", "--memory-mb", "700",
+                               "--output-mb", "1"], capture_output=True, text=True, timeout=600)
+    finally:
+        for hog in hogs:
+            hog.kill()
+    report = json.loads((root / "grading-report.json").read_text())
+    return root, proc, {r["student"]: r for r in report["submissions"]}
+
+
+def test_flood_ends_output_limit_under_load(flooded):
+    root, proc, results = flooded
+    assert results["flood"]["status"] == "output-limit", (results["flood"], proc.stderr[-2000:])
+    scores = kit.scores(root, LESSON)
+    assert scores["flood"] == {"shares_storage": 2.0, "flatten_features": 2.0, "independent_copy": 2.0,
+                               "to_class_labels": 2.0, "linear_forward": 0.0}
+
+
+def test_neighbour_of_a_flood_keeps_full_marks(flooded):
+    root, _, results = flooded
+    assert results["honest"]["status"] == "graded"
+    assert sum(kit.scores(root, LESSON)["honest"].values()) == 10.0
