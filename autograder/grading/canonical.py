@@ -26,7 +26,7 @@ HIDDEN = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS[ \t]*
 
 
 class SubmissionError(Exception):
-    """The submission cannot be graded; ``status`` says why (``corrupt`` or ``missing``)."""
+    """The submission cannot be graded; ``status`` says why (``corrupt``, ``missing`` or ``refused``)."""
 
     def __init__(self, status: str, reason: str):
         super().__init__(reason)
@@ -45,10 +45,11 @@ def _meta(cell) -> dict:
     return cell.get("metadata", {}).get("nbgrader", {}) or {}
 
 
-def read_submission(path: Path) -> nbformat.NotebookNode:
-    """Read a submitted notebook or raise SubmissionError('corrupt', ...)."""
+def read_submission(path: Path, data: bytes | None = None) -> nbformat.NotebookNode:
+    """Parse a submitted notebook (``data``, its bytes as read safely, or else ``path``) or raise
+    SubmissionError('corrupt', ...)."""
     try:
-        raw = path.read_text(encoding="utf-8")
+        raw = (path.read_bytes() if data is None else data).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise SubmissionError("corrupt", f"{path.name} is not UTF-8 text ({exc.reason})") from None
     try:
@@ -138,6 +139,19 @@ def build(release: nbformat.NotebookNode, submitted: nbformat.NotebookNode,
             cell["id"] = f"cell-{position}"
     result.nb.cells = cells
     return result
+
+
+def split_hidden_tests(source: str) -> tuple[str, str]:
+    """A test cell's source as two executions: its visible part, then its hidden part (markers dropped).
+
+    The grader runs them one after the other, so the kernel holds no hidden code while the visible
+    checks run. A cell without hidden tests is all visible."""
+    match = HIDDEN.search(source)
+    if match is None:
+        return source, ""
+    hidden = match.group(0).split("\n", 1)[1] if "\n" in match.group(0) else ""
+    hidden = hidden.rsplit("### END HIDDEN TESTS", 1)[0]
+    return source[:match.start()], hidden + source[match.end():]
 
 
 def strip_hidden_tests(source: str) -> str:

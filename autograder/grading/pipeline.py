@@ -26,10 +26,10 @@ from pathlib import Path
 
 import nbformat
 
-from . import canonical, judge, reference, runner, sandbox
+from . import canonical, collect, judge, reference, runner, sandbox
 
-STATUSES = ("graded", "timeout", "kernel-died", "memory-limit", "output-limit", "corrupt", "missing", "tampered",
-            "error")
+STATUSES = ("graded", "timeout", "kernel-died", "memory-limit", "output-limit", "corrupt", "missing", "refused",
+            "tampered", "error")
 GRADING_DIR = ".grading"
 
 
@@ -177,17 +177,24 @@ def _grade_submission(coursedir_paths, student, assignment, notebooks, tests, li
     source_dir = Path(coursedir_paths["submitted"]) / student / assignment
     release_dir = Path(coursedir_paths["release"]) / assignment
     staged_dir = Path(staged_root) / student / assignment
-    present = sorted(p.name for p in source_dir.glob("*.ipynb"))
+    try:   # root never follows a link a student planted: the folder must be a real one
+        collect.check_folder(source_dir, Path(coursedir_paths["submitted"]))
+        present, refusal = collect.regular_notebooks(source_dir), None
+    except canonical.SubmissionError as exc:
+        present, refusal = [], exc
     for name, max_score in notebooks.items():
         start = time.monotonic()
         result = NotebookResult(student, assignment, name, max_score=max_score)
         path = source_dir / f"{name}.ipynb"
         try:
-            if not path.is_file():
+            if refusal is not None:
+                raise refusal
+            if f"{name}.ipynb" not in present:
                 others = [p for p in present if p != f"{name}.ipynb"]
                 hint = f"; found {', '.join(others)} (renamed?)" if others else ""
                 raise canonical.SubmissionError("missing", f"{name}.ipynb was not submitted{hint}")
-            submitted = canonical.read_submission(path)
+            submitted = canonical.read_submission(path, collect.read_regular(path, source_dir,
+                                                                             collect.MAX_NOTEBOOK_BYTES))
             release = nbformat.read(release_dir / f"{name}.ipynb", as_version=4)
             reference = judged_with or judge.load_reference(Path(coursedir_paths["source"]), assignment)
             built = canonical.build(release, submitted, tests[name])
@@ -206,8 +213,12 @@ def _grade_submission(coursedir_paths, student, assignment, notebooks, tests, li
                 result.notes = findings + result.notes
             result.execution_seconds = outcome.execution_seconds
             staged_dir.mkdir(parents=True, exist_ok=True)
-            if (source_dir / "timestamp.txt").is_file():
-                shutil.copy(source_dir / "timestamp.txt", staged_dir / "timestamp.txt")
+            try:   # nbgrader's late-penalty input: only a small regular file is copied
+                stamp = collect.read_regular(source_dir / "timestamp.txt", source_dir, collect.MAX_TIMESTAMP_BYTES)
+                (staged_dir / "timestamp.txt").write_bytes(stamp)
+            except canonical.SubmissionError as exc:
+                if exc.status != "missing":
+                    result.notes.append(f"timestamp.txt ignored: {exc.reason}")
             nbformat.write(outcome.nb, staged_dir / f"{name}.ipynb")
         except canonical.SubmissionError as exc:
             result.status, result.reason = exc.status, exc.reason
@@ -490,7 +501,7 @@ def grade(options: Options) -> tuple[int, list[NotebookResult]]:
     for student, assignment in sorted(failed):
         progress.log(f"nbgrader could not record {student}/{assignment}")
         for r in results:
-            if (r.student, r.assignment) == (student, assignment) and r.status not in ("corrupt", "missing"):
+            if (r.student, r.assignment) == (student, assignment) and r.status not in ("corrupt", "missing", "refused"):
                 r.status, r.reason = "error", "nbgrader failed to record this submission's grades"
     scores = read_scores(coursedir, [(r.student, r.assignment, r.notebook) for r in results])
     for r in results:

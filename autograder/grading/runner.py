@@ -106,11 +106,8 @@ class GradingClient(NotebookClient):
         if msg["msg_type"] not in ("status", "execute_input"):
             self.output_used += len(str(msg.get("content", "")))
             if self.output_used > self.output_limit and msg["msg_type"] not in ("clear_output",):
-                if not self.output_exceeded:
-                    self.output_exceeded = True
-                    cell.outputs.append(nbformat.v4.new_output(
-                        "stream", name="stderr",
-                        text=f"[grader] output past {self.output_limit / 1e6:g} MB was dropped\n"))
+                # the note goes to the report, never into a cell's streams (stderr in a graded cell scores 0)
+                self.output_exceeded = True
                 if self.output_used > self.FLOOD_FACTOR * self.output_limit and not self.flooded:
                     self.flooded = True
                     flood_mb = self.FLOOD_FACTOR * self.output_limit / 1e6
@@ -217,6 +214,10 @@ async def _run(nb, limits: Limits, work: Path, runtime: Path, outcome: Outcome, 
                                              "evalue": f"the cell ran longer than {limits.cell_timeout_s:g} s "
                                                        "and was interrupted"})
     client.output_limit = int(limits.output_mb * 1_000_000)
+    # After a cell's reply nbclient waits only iopub_timeout (4 s by default) for the rest of its output and
+    # then drops it: a cell that printed a lot would lose its last messages, observations included. The
+    # kernel caps each cell's output, so waiting as long as the cell may run is bounded.
+    client.iopub_timeout = max(4, int(limits.cell_timeout_s))
     replies: dict[int, str] = {}
     client.on_cell_executed = lambda cell, cell_index, execute_reply, **_: replies.__setitem__(
         cell_index, (execute_reply or {}).get("content", {}).get("status", "error"))
@@ -234,6 +235,7 @@ async def _run(nb, limits: Limits, work: Path, runtime: Path, outcome: Outcome, 
     test_cells = {i for i, c in enumerate(nb.cells)
                   if canonical._meta(c).get("grade") and c.cell_type == "code"}
     stopped_at: int | None = None
+    hidden_runs: dict[int, tuple[list, str | None]] = {}
     watchdog = None
     started = time.monotonic()
     try:
@@ -248,7 +250,10 @@ async def _run(nb, limits: Limits, work: Path, runtime: Path, outcome: Outcome, 
                     continue
                 if index in test_cells and canonical._meta(cell).get("grade_id") in deleted:
                     continue
-                await client.async_execute_cell(cell, index)
+                if index in test_cells:
+                    await _run_test_cell(client, cell, index, replies, hidden_runs)
+                else:
+                    await client.async_execute_cell(cell, index)
                 if watchdog.tripped:
                     stopped_at = index
                     break
@@ -278,14 +283,43 @@ async def _run(nb, limits: Limits, work: Path, runtime: Path, outcome: Outcome, 
         outcome.reason = f"{len(timed_out)} cell(s) ran longer than {limits.cell_timeout_s:g} s and were interrupted"
     if client.output_exceeded:
         outcome.notes.append(f"output past {limits.output_mb:g} MB was dropped")
-    if reference is not None:
-        _settle_test_cells(nb, test_cells, replies, stopped_at, deleted, outcome, reference)
+    if reference is None:   # a reference run: each test cell keeps everything, its observations included
+        for index, (outputs, _) in hidden_runs.items():
+            nb.cells[index].outputs = list(nb.cells[index].outputs) + list(outputs)
+    else:
+        _settle_test_cells(nb, test_cells, replies, stopped_at, deleted, outcome, reference, hidden_runs)
 
 
 def _stopped_by_output_cap(nb) -> bool:
     """Did the kernel's own per-cell cap stop a cell (an ``OutputFlood`` error)?"""
     return any(out.get("output_type") == "error" and out.get("ename") == outputcap.OutputFlood.__name__
                for cell in nb.cells if cell.cell_type == "code" for out in cell.get("outputs", []))
+
+
+async def _run_test_cell(client, cell, index: int, replies: dict, hidden_runs: dict) -> None:
+    """A graded test cell as two executions: the visible checks, then (if they passed) the hidden part.
+
+    The hidden part runs with ``store_history=False`` and into a cell of its own, whose outputs never
+    reach feedback: only its observations are read. ``replies[index]`` ends as the cell's overall status."""
+    visible, hidden = canonical.split_hidden_tests(cell.source)
+    full = cell.source
+    cell.source = visible
+    try:
+        await client.async_execute_cell(cell, index)
+    finally:
+        cell.source = full
+    status = replies.get(index)
+    if not hidden.strip() or status != "ok" or any(o.get("output_type") == "error" for o in cell.outputs):
+        return
+    part = nbformat.v4.new_code_cell(hidden)
+    part.metadata = nbformat.from_dict({"tags": list(cell.metadata.get("tags", []))})
+    hidden_runs[index] = (part.outputs, None)
+    try:
+        await client.async_execute_cell(part, index, store_history=False)
+    finally:
+        client.nb["cells"][index] = cell   # nbclient stores the cell it ran at its index
+        hidden_runs[index] = (part.outputs, replies.get(index))
+        replies[index] = status if replies.get(index) == "ok" else replies.get(index, "error")
 
 
 def _current_index(nb, replies) -> int:
@@ -296,22 +330,49 @@ def _current_index(nb, replies) -> int:
     return len(nb.cells)
 
 
-def _settle_test_cells(nb, test_cells, replies, stopped_at, deleted, outcome, reference) -> None:
-    """Judge each test cell and make the notebook say the verdict the way nbgrader reads it."""
+TAINT_NOTE = ("[grader] the outputs of this cell and of every later one are not shown: they were produced after "
+              "the hidden tests had run in this kernel, so they could reveal them. Run the notebook yourself "
+              "to see them.\n")
+
+
+def _settle_test_cells(nb, test_cells, replies, stopped_at, deleted, outcome, reference, hidden_runs) -> None:
+    """Judge each test cell and make the notebook say the verdict the way nbgrader reads it.
+
+    Feedback keeps the kernel's outputs only up to the first hidden part that ran: anything the
+    kernel produced from then on (a later cell printing ``In``, the history, frames or objects
+    left over) could carry hidden code or hidden inputs. From there on, a test cell shows only
+    the grader's own verdict, and other cells show nothing."""
+    text = "".join(o.get("evalue", "") + o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
+    if outcome.status == "graded" and MEMORY_ERROR.search(text):
+        outcome.status, outcome.reason = "memory-limit", "an allocation failed at the memory cap"
+    tainted_after = min(hidden_runs) if hidden_runs else None
+    noted = False
     for index, cell in enumerate(nb.cells):
-        if cell.cell_type == "code" and index not in test_cells:
-            judge.strip_observations(cell)
+        if cell.cell_type != "code" or index in test_cells:
+            continue
+        judge.strip_observations(cell)
+        if tainted_after is not None and index > tainted_after:
+            cell.outputs = [] if noted else [nbformat.v4.new_output("stream", name="stdout", text=TAINT_NOTE)]
+            noted = True
     for index in sorted(test_cells):
         cell = nb.cells[index]
         grade_id = canonical._meta(cell).get("grade_id")
         cell.source = canonical.strip_hidden_tests(cell.source)
-        payloads = judge.observed(cell)
+        hidden_outputs, hidden_status = hidden_runs.get(index, ([], None))
+        payloads = judge.observed({"outputs": hidden_outputs}) + judge.observed(cell)
         judge.strip_observations(cell)
-        # no partial credit from output, and no frames (they would show hidden test code)
-        cell.outputs = [o for o in cell.get("outputs", []) if o.output_type != "execute_result"]
-        for out in cell.outputs:
-            if out.output_type == "error":
-                out.traceback = [f"{out.ename}: {out.evalue}"]
+        visible_error = next((o for o in cell.get("outputs", []) if o.get("output_type") == "error"), None)
+        if tainted_after is not None and index > tainted_after:
+            # the visible part ran after hidden code: its text, even an error's name, is not to be trusted
+            cell.outputs = []
+            if visible_error is not None:
+                cell.outputs.append(_error_output("VisibleCheckFailed", "the visible checks of this cell failed "
+                                                  "(the message is not shown here: run the cell yourself)"))
+        else:
+            cell.outputs = [_as_stdout(o) for o in cell.get("outputs", []) if o.output_type != "execute_result"]
+            for out in cell.outputs:
+                if out.output_type == "error":   # no frames: they would show hidden test code
+                    out.traceback = [f"{out.ename}: {out.evalue}"]
         if grade_id in deleted:
             cell.outputs = [_error_output("DeletedCell",
                                           "this graded cell was deleted from the submission; it counts as zero")]
@@ -319,14 +380,23 @@ def _settle_test_cells(nb, test_cells, replies, stopped_at, deleted, outcome, re
         if index not in replies or (stopped_at is not None and index >= stopped_at and index not in replies):
             cell.outputs.append(_error_output("NotRun", f"not run: {outcome.reason or outcome.status}"))
             continue
-        has_error = any(o.output_type == "error" for o in cell.outputs)
-        finished = replies.get(index) == "ok" and not has_error
+        hidden_error = any(o.get("output_type") == "error" for o in hidden_outputs)
+        finished = replies.get(index) == "ok" and visible_error is None and not hidden_error and (
+            index not in hidden_runs or hidden_status == "ok")
         verdict = judge.judge_cell(reference.get(grade_id, []), payloads, finished)
-        if not verdict.passed and not has_error:
+        if not verdict.passed and visible_error is None:
             cell.outputs.append(_error_output("HiddenTestFailed", verdict.reason))
-    text = "".join(o.get("evalue", "") + o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
-    if outcome.status == "graded" and MEMORY_ERROR.search(text):
-        outcome.status, outcome.reason = "memory-limit", "an allocation failed at the memory cap"
+        elif verdict.passed and tainted_after is not None and index > tainted_after:
+            cell.outputs.append(nbformat.v4.new_output("stream", name="stdout",
+                                                       text="[grader] every check of this test passed\n"))
+
+
+def _as_stdout(out):
+    """A graded cell's stderr stream as stdout: nbgrader scores a graded cell with stderr output 0, and a
+    student's warning or debug print must not cost the test's points."""
+    if out.get("output_type") == "stream" and out.get("name") == "stderr":
+        out = nbformat.from_dict(dict(out, name="stdout"))
+    return out
 
 
 def execute(nb, limits: Limits, scratch: Path, deleted: set[str] | None = None,

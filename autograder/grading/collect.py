@@ -1,0 +1,82 @@
+"""Reading what students submitted, as root, without following anything a student controls.
+
+A submission is a folder ``submitted/<student>/<assignment>/`` of regular files. The grader
+runs as root outside the sandbox, so a symbolic link there (to the solutions, to a
+classmate's folder, to a file elsewhere on the host), a FIFO or a device, or a file the size
+of the disk, would make root read what the student chose. Everything here refuses such an
+entry with the status ``refused`` and a reason, and reads files through a descriptor opened
+with ``O_NOFOLLOW`` whose type and size are checked after opening.
+"""
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from .canonical import SubmissionError
+
+MAX_NOTEBOOK_BYTES = 20 * 2**20      # a lesson notebook with its outputs is well under 2 MB
+MAX_TIMESTAMP_BYTES = 1024
+
+
+def refused(reason: str) -> SubmissionError:
+    return SubmissionError("refused", reason)
+
+
+def check_folder(folder: Path, root: Path) -> None:
+    """``folder`` must be a real directory below ``root`` with no symbolic link on the way."""
+    root = Path(os.path.abspath(root))
+    folder = Path(os.path.abspath(folder))
+    try:
+        relative = folder.relative_to(root)
+    except ValueError:
+        raise refused(f"{folder} is not inside {root}") from None
+    current = root
+    for part in relative.parts:
+        current = current / part
+        try:
+            info = os.lstat(current)
+        except OSError as exc:
+            raise refused(f"{current.relative_to(root)} cannot be read ({exc.strerror})") from None
+        if stat.S_ISLNK(info.st_mode):
+            raise refused(f"{current.relative_to(root)} is a symbolic link: a submission must be a folder of "
+                          "regular files")
+        if not stat.S_ISDIR(info.st_mode):
+            raise refused(f"{current.relative_to(root)} is not a folder")
+    if os.path.realpath(folder) != str(folder):
+        raise refused(f"{relative} resolves outside its own folder")
+
+
+def read_regular(path: Path, folder: Path, limit: int) -> bytes:
+    """The bytes of ``path``, a regular file directly inside ``folder`` (checked with :func:`check_folder`)."""
+    name = path.name
+    if Path(os.path.abspath(path)).parent != Path(os.path.abspath(folder)):
+        raise refused(f"{name} is not inside the submission folder")
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        raise SubmissionError("missing", f"{name} was not submitted") from None
+    if stat.S_ISLNK(info.st_mode):
+        raise refused(f"{name} is a symbolic link: submit the notebook itself")
+    if not stat.S_ISREG(info.st_mode):
+        raise refused(f"{name} is not a regular file")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        raise refused(f"{name} cannot be opened ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as handle:
+        opened = os.fstat(handle.fileno())
+        if not stat.S_ISREG(opened.st_mode) or (opened.st_dev, opened.st_ino) != (info.st_dev, info.st_ino):
+            raise refused(f"{name} changed while it was being read")
+        if opened.st_size > limit:
+            raise refused(f"{name} is {opened.st_size / 2**20:.1f} MB; the limit is {limit / 2**20:g} MB")
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise refused(f"{name} is larger than the limit of {limit / 2**20:g} MB")
+    return data
+
+
+def regular_notebooks(folder: Path) -> list[str]:
+    """Names of the ``*.ipynb`` entries of ``folder`` (any type: the reader refuses what is not regular)."""
+    with os.scandir(folder) as entries:
+        return sorted(entry.name for entry in entries if entry.name.endswith(".ipynb"))

@@ -1,0 +1,179 @@
+"""Grades you can trust: nothing a student plants is followed, nothing hidden reaches feedback, and
+honest output never costs points (all under `python -m autograder grade`, next to an honest student).
+
+- Collection refuses what is not a regular file inside ``submitted/<student>/<assignment>/``: a
+  notebook that is a symbolic link to the solution, a student folder that is a link to a
+  classmate's, a FIFO, a notebook above the size cap. A ``timestamp.txt`` that links elsewhere is
+  not copied. Each gets a status and a reason; nothing crashes.
+- Hidden code, hidden inputs and hidden expected values carry marker strings (in the course's copy
+  of the solution); a correct submission prints every place the kernel keeps them (``In``, ``_ih``,
+  the history, the frames, linecache, the garbage collector's objects) from inside the tested
+  function and from a later cell. Its feedback holds no marker, and it keeps full marks.
+- A correct submission that writes to stderr, warns, and prints past the output cap inside a test
+  cell keeps full marks, the same in five regrades.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+import coursekit as kit
+from autograder import course
+from test_grading import EXERCISES, FULL, LESSON, ZERO, ensure_bubblewrap, feedback_text
+
+CODE_MARKER, VALUE_MARKER, INPUT_MARKER = "HIDDEN-CODE-MARK-3141", "HIDDEN-VALUE-MARK-2718", 77123.25
+
+NOISY = {  # correct answers that write to stderr, warn, and print a lot inside the tests
+    "shares_storage": ("import sys, warnings\n"
+                       "def shares_storage(a, b):\n"
+                       "    print('debug: comparing storages', file=sys.stderr)\n"
+                       "    warnings.warn('a UserWarning from the student')\n"
+                       "    sa, sb = a.untyped_storage(), b.untyped_storage()\n"
+                       "    return sa.nbytes() > 0 and sb.nbytes() > 0 and sa.data_ptr() == sb.data_ptr()\n"),
+    "flatten_features": ("def flatten_features(x):\n"
+                         "    print('y' * 500_000)\n"
+                         "    return x.reshape(x.shape[0], -1)\n"),
+}
+SNOOP = (  # prints every place where the kernel keeps what the hidden tests did
+    "def _snoop():\n"
+    "    import gc, inspect, linecache\n"
+    "    ip = get_ipython()\n"
+    "    print(ip.user_ns.get('In'), ip.user_ns.get('_ih'))\n"
+    "    print(list(ip.history_manager.get_range(output=False)))\n"
+    "    for frame in inspect.stack():\n"
+    "        print(frame.code_context, {k: repr(v)[:300] for k, v in frame.frame.f_locals.items()})\n"
+    "    print([''.join(entry[2]) for name, entry in linecache.cache.items()\n"
+    "           if len(entry) > 2 and not name.endswith('.py')])\n"
+    "    print([o for o in gc.get_objects() if isinstance(o, str) and ('hidden' in o or 'MARK' in o)][:500])\n"
+    "    print([repr(o)[:200] for o in gc.get_objects() if type(o).__name__ in ('ndarray', 'Tensor')][:500])\n"
+    "def to_class_labels(arr):\n"
+    "    _snoop()\n"
+    "    print('argument:', arr)\n"
+    "    return torch.as_tensor(arr).long()\n")
+
+
+def plant_markers(root: Path) -> None:
+    """to_class_labels' hidden test gets a marker in its code, in an input and in an expected value."""
+    path = root / "solutions" / LESSON / f"{LESSON}.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    cell = kit.exercises(nb)["to_class_labels"]["test"]
+    marker = (f"# {CODE_MARKER}\n"
+              f"hidden.observe('marker', {VALUE_MARKER!r} + "
+              f"str(checks.call(to_class_labels, np.array([{INPUT_MARKER!r}])).dtype))\n")
+    cell.source = cell.source.replace("hidden.done()", marker + "hidden.done()")
+    nbformat.write(nb, path)
+    course.execute_in_place(path)
+    subprocess.run(course.nbgrader_cmd("generate_assignment", LESSON, "--force", "--log-level=ERROR"),
+                   cwd=root, check=True)
+
+
+def grade(root: Path, *students: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "autograder", "grade", "--course", str(root), "--jobs", "2", "--timeout-s", "120",
+           "--cell-timeout-s", "30", "--memory-mb", "1500", "--output-mb", "1"]
+    return subprocess.run(cmd + [arg for s in students for arg in ("--student", s)], capture_output=True, text=True,
+                          timeout=900)
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    assert ensure_bubblewrap(), "bubblewrap must work here"
+    base = tmp_path_factory.mktemp("trust")
+    root = kit.make_scratch_course(base / "course", [LESSON])
+    plant_markers(root)
+    release_nb = kit.release_notebook(root, LESSON)
+    solution_nb = nbformat.read(course.solution_path(LESSON), as_version=4)
+    secret = base / "outside-the-course.txt"
+    secret.write_text("ROOT-ONLY-FILE-CONTENT\n")
+    name = f"{LESSON}.ipynb"
+
+    def folder(student: str) -> Path:
+        target = root / "submitted" / student / LESSON
+        target.mkdir(parents=True)
+        return target
+
+    kit.submit(root, "honest", LESSON, kit.fill_answers(release_nb, solution_nb))
+    kit.submit(root, "noisy", LESSON, kit.fill_answers(release_nb, solution_nb, NOISY))
+    leaky = kit.fill_answers(release_nb, solution_nb, {"to_class_labels": SNOOP})
+    later = nbformat.v4.new_code_cell("_snoop()")
+    later["id"] = "student-snoop"
+    leaky.cells.append(later)
+    kit.submit(root, "leaky", LESSON, leaky)
+    os.symlink(Path("..", "..", "..", "solutions", LESSON, name), folder("symlink-notebook") / name)
+    (root / "submitted" / "symlink-folder").symlink_to("honest")
+    kit.submit(root, "symlink-timestamp", LESSON, kit.fill_answers(release_nb, solution_nb))
+    os.symlink(secret, root / "submitted" / "symlink-timestamp" / LESSON / "timestamp.txt")
+    os.mkfifo(folder("fifo-notebook") / name)
+    (folder("huge-notebook") / name).write_text('{"cells": [], "pad": "' + "z" * (21 * 2**20) + '"}')
+    proc = grade(root)
+    report = json.loads((root / "grading-report.json").read_text())
+    return root, proc, {s["student"]: s for s in report["submissions"]}
+
+
+EXPECTED = {
+    "honest": ("graded", FULL),
+    "noisy": ("graded", FULL),
+    "leaky": ("graded", FULL),
+    "symlink-timestamp": ("graded", FULL),
+    "symlink-notebook": ("refused", ZERO),
+    "symlink-folder": ("refused", ZERO),
+    "fifo-notebook": ("refused", ZERO),
+    "huge-notebook": ("refused", ZERO),
+}
+
+
+def test_statuses_and_scores(graded):
+    root, proc, results = graded
+    assert {s: r["status"] for s, r in results.items()} == {s: e[0] for s, e in EXPECTED.items()}, proc.stderr
+    recorded = kit.scores(root, LESSON)
+    for student, (_, scores) in EXPECTED.items():
+        assert recorded.get(student, ZERO) == scores, f"{student}: {recorded.get(student)}\n{proc.stderr}"
+    for student in ("symlink-notebook", "symlink-folder", "fifo-notebook", "huge-notebook"):
+        assert results[student]["reason"], student
+    assert "symbolic link" in results["symlink-notebook"]["reason"]
+    assert "symbolic link" in results["symlink-folder"]["reason"]
+    assert "regular file" in results["fifo-notebook"]["reason"]
+    assert "MB" in results["huge-notebook"]["reason"]
+
+
+def test_nothing_planted_is_copied_or_shown(graded):
+    root, _, results = graded
+    staged = root / ".grading" / "staged" / "symlink-timestamp" / LESSON
+    assert not (staged / "timestamp.txt").exists()
+    assert any("timestamp.txt ignored" in note for note in results["symlink-timestamp"]["notes"])
+    for student in ("symlink-notebook", "symlink-folder"):
+        assert not (root / "feedback" / student).exists(), f"{student}: feedback was made from a planted link"
+    for path in (root / "feedback").rglob("*.html"):
+        assert "ROOT-ONLY-FILE-CONTENT" not in path.read_text()
+
+
+def test_feedback_never_carries_hidden_tests(graded):
+    root, _, _ = graded
+    for student in ("honest", "noisy", "leaky", "symlink-timestamp"):
+        text = feedback_text(root, student)
+        for marker in (CODE_MARKER, VALUE_MARKER, str(INPUT_MARKER)):
+            assert marker not in text, f"{student}: {marker} is in the feedback"
+    autograded = (root / "autograded" / "leaky" / LESSON / f"{LESSON}.ipynb").read_text()
+    assert CODE_MARKER not in autograded and VALUE_MARKER not in autograded
+    # what a student still sees: the verdict of every test and the first test cell's own messages
+    assert "All checks passed: shares_storage" in feedback_text(root, "honest")
+
+
+def test_honest_noise_keeps_full_marks_in_five_regrades(graded):
+    root, _, _ = graded
+    rows_seen = []
+    for _ in range(5):
+        proc = grade(root, "honest", "noisy")
+        assert proc.returncode == 0, proc.stderr
+        with open(root / "grades.csv", newline="") as handle:
+            rows = {r["student_id"]: r for r in csv.DictReader(handle) if r["student_id"] in ("honest", "noisy")}
+        assert all(float(r["score"]) == 10.0 for r in rows.values()), rows
+        rows_seen.append(rows)
+    assert all(rows == rows_seen[0] for rows in rows_seen)
+    assert len(EXERCISES) == 5
