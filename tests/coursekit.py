@@ -49,7 +49,8 @@ def load_pitfall_module(lesson: str):
     """tests/pitfalls/<lesson>.py as a module (``None`` if the lesson has none yet).
 
     ``PITFALLS``: exercise -> {pitfall description: wrong answer cell}, each failing a visible check;
-    ``HIDDEN_ONLY``: the same shape, wrong answers that pass every visible check and fail a hidden one.
+    ``HIDDEN_ONLY``: the same shape, wrong answers that pass every visible check and fail a hidden one;
+    ``FORGERIES``: the same shape, wrong answers that also forge the evidence (see test_pitfalls.py).
     """
     path = PITFALL_DIR / f"{lesson}.py"
     if not path.exists():
@@ -58,6 +59,24 @@ def load_pitfall_module(lesson: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+# The first lines of a forging answer cell: every boolean observation (or tuple/list of booleans) comes out True.
+FORGED_OBSERVE = '''
+from autograder.kernel import checks as _checks
+
+
+def _all_true(value):
+    if type(value) is bool:
+        return True
+    if type(value) in (list, tuple) and value and all(type(v) is bool for v in value):
+        return type(value)(True for _ in value)
+    return value
+
+
+_true_observe = _checks.HiddenTests.observe
+_checks.HiddenTests.observe = lambda self, label, value, **kw: _true_observe(self, label, _all_true(value), **kw)
+'''
 
 
 def load_pitfalls(lesson: str) -> dict[str, dict[str, str]]:

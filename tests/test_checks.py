@@ -35,6 +35,21 @@ def test_storage_id_equal_for_offset_views():
     assert checks.storage_id(t.clone()) != checks.storage_id(t)
 
 
+def test_storage_id_asks_the_tensor_not_its_attributes(monkeypatch):
+    """A returned tensor whose instance attribute (or a patched torch.Tensor) lies about its storage fools nothing."""
+    t = torch.arange(5.0)
+    copy = t.clone()
+    copy.untyped_storage = t.untyped_storage
+    assert checks.storage_id(copy) != checks.storage_id(t)
+    shallow = t.detach()
+    decoy = torch.zeros(6).untyped_storage()
+    shallow.untyped_storage = lambda: decoy
+    assert checks.storage_id(shallow) == checks.storage_id(t)
+    assert "shares storage" in failure(checks.check_own_storage, shallow, t)
+    monkeypatch.setattr(torch.Tensor, "untyped_storage", lambda self: decoy, raising=False)
+    assert checks.storage_id(t[2:]) == checks.storage_id(t) != decoy.data_ptr()
+
+
 def test_expect():
     checks.expect(True, "never shown")
     checks.expect(np.bool_(True), "never shown")

@@ -202,3 +202,14 @@ def test_kernels_get_the_graders_cpu_dispatch_settings(monkeypatch, tmp_path):
     monkeypatch.delenv("MKL_ENABLE_INSTRUCTIONS", raising=False)
     env = sandbox.kernel_env(tmp_path, 1)
     assert env["ATEN_CPU_CAPABILITY"] == "default" and "MKL_ENABLE_INSTRUCTIONS" not in env
+
+
+def test_a_value_the_judge_cannot_take_fails_only_its_cell():
+    """A forged observation with a huge integer (float() overflows) is that test cell's failure, not a crash."""
+    from autograder.grading import judge
+
+    reference = [{"label": "x", "value": {"type": "float", "value": 1.0}, "atol": 1e-6, "rtol": 0.0}]
+    for forged in ({"type": "float", "value": 10**400}, {"type": "tensor", "dtype": "torch.float32", "shape": [1],
+                                                          "values": [10**400]}, {"type": "float"}, [[[]]]):
+        verdict = judge.judge_cell(reference, [{"value": forged}], finished=True)
+        assert not verdict.passed and "malformed" in verdict.reason or "wrong" in verdict.reason, verdict

@@ -27,6 +27,16 @@ def test_encoding_is_plain_json():
     assert obs.encode(object()) == {"type": "object", "name": "object"}
 
 
+def test_encoding_asks_the_tensor_not_its_attributes(monkeypatch):
+    """Instance attributes of a returned tensor (or a patched torch.Tensor) do not change what is observed."""
+    t = torch.arange(4.0)
+    t.detach = lambda: torch.ones(4)
+    t.stride = lambda: (7,)
+    monkeypatch.setattr(torch.Tensor, "cpu", lambda self: torch.zeros(4), raising=False)
+    encoded = obs.encode(t, strides=True)
+    assert encoded["values"] == [0.0, 1.0, 2.0, 3.0] and encoded["strides"] == [1]
+
+
 def test_tolerances_and_kinds_come_from_the_reference():
     reference = ref(torch.tensor([1.0, 2.0]), atol=1e-3)
     assert obs.compare(reference, obs.encode(torch.tensor([1.0005, 2.0]))) is None

@@ -16,6 +16,16 @@ runs the test cell of its exercise in two parts:
 
 ``HIDDEN_ONLY`` answers must pass the visible part and fail only the hidden one. Before
 any wrong answer, the solution's own observations must be accepted by the judge.
+
+A lesson whose table also has ``FORGERIES`` is held to more. Everything computed in the
+student's kernel is the student's, so a boolean observation ("is it a view?", "did the
+tripwire fire?") can be forged: there, every wrong answer must also be rejected with each
+observation that holds a boolean granted (replaced by the reference's), so that a value
+observation carries it. ``BOOLEAN_RESULTS`` names the exercises whose function returns the
+bool that is observed (nothing to forge but the answer), ``NO_VALUE_SIGNATURE`` the pitfalls
+that have no value signature at all (the exercise's spec says so). Each ``FORGERIES`` entry
+(a wrong answer plus a trick that forges the evidence) runs in a kernel of its own, so its
+patches reach nothing else, and the judge must reject it.
 """
 from __future__ import annotations
 
@@ -56,6 +66,32 @@ def cases(kind: str) -> list[tuple[str, str, str]]:
         for exercise, wrong in (getattr(module, kind, None) or {}).items():
             found += [(lesson, exercise, description) for description in wrong]
     return found
+
+
+def is_hardened(lesson: str) -> bool:
+    """Must this lesson's wrong answers be rejected on values alone (its table has FORGERIES)?"""
+    return bool(getattr(kit.load_pitfall_module(lesson), "FORGERIES", None))
+
+
+def holds_boolean(value) -> bool:
+    """Does an encoded observation hold a boolean anywhere (then the kernel could forge it)?"""
+    if isinstance(value, bool):
+        return True
+    if isinstance(value, dict) and value.get("type") in ("list", "tuple"):
+        return any(holds_boolean(item) for item in value.get("items", []))
+    if isinstance(value, dict) and value.get("type") == "dict":
+        return any(holds_boolean(item) for item in value.get("items", {}).values())
+    return False
+
+
+def grant_booleans(reference: list[dict], payloads: list) -> list:
+    """The payloads as a forger who controls every boolean observation would make them."""
+    granted = []
+    for index, payload in enumerate(payloads):
+        if index < len(reference) and holds_boolean(reference[index]["value"]) and isinstance(payload, dict):
+            payload = {**payload, "value": reference[index]["value"]}
+        granted.append(payload)
+    return granted
 
 
 def names(source: str) -> tuple[set[str], set[str]]:
@@ -102,7 +138,8 @@ def cells_to_run(nb) -> list:
 class LessonSession:
     """The lesson's kernel after the solution's setup, answers and tests, and the outcome of every wrong answer."""
 
-    def __init__(self, lesson: str):
+    def __init__(self, lesson: str, *, hidden_parts: bool = True):
+        """``hidden_parts=False`` runs only the visible part of each test cell (a quicker start, for one answer)."""
         self.lesson = lesson
         self.nb = nbformat.read(course.solution_path(lesson), as_version=4)
         self.exercises = kit.exercises(self.nb)
@@ -111,12 +148,15 @@ class LessonSession:
                              env=dict(os.environ, PTE_OBSERVE="compare", MPLBACKEND="agg"))
         self.setup_error = None
         for cell in cells_to_run(self.nb):
-            result = self.kernel.run(cell.source, timeout=300)
+            graded = kit.nbgrader_meta(cell).get("grade") and HIDDEN_START in cell.source
+            source = split_test(cell.source)[0] if graded and not hidden_parts else cell.source
+            result = self.kernel.run(source, timeout=300)
             if result.status != "ok" and "raises-exception" not in " ".join(cell.metadata.get("tags", [])):
                 self.setup_error = f"cell {cell.get('id')} of the solution failed: {result.ename}: {result.evalue}"
                 break
 
-    def hidden_verdict(self, exercise: str) -> judge.Verdict:
+    def hidden_run(self, exercise: str) -> tuple[list, bool]:
+        """The hidden part, recording: (the observation payloads it published, whether it ran to its end)."""
         _, hidden = split_test(self.exercises[exercise]["test"].source)
         self.kernel.run("import os; os.environ['PTE_OBSERVE'] = 'record'")
         try:
@@ -124,17 +164,29 @@ class LessonSession:
         finally:
             self.kernel.run("import os; os.environ['PTE_OBSERVE'] = 'compare'")
         payloads = [d[judge.observations.MIME] for d in result.displays if judge.observations.MIME in d]
-        return judge.judge_cell(self.reference.get(f"test_{exercise}", []), payloads, result.status == "ok")
+        return payloads, result.status == "ok"
+
+    def hidden_verdict(self, exercise: str) -> judge.Verdict:
+        payloads, finished = self.hidden_run(exercise)
+        return judge.judge_cell(self.reference.get(f"test_{exercise}", []), payloads, finished)
 
     def try_answer(self, exercise: str, answer: str) -> dict:
+        """Define ``answer``, run the visible and hidden parts, restore the solution.
+
+        ``hidden`` is the judge's verdict; ``on_values`` the verdict with every boolean observation
+        granted (see :func:`grant_booleans`).
+        """
         entry = self.exercises[exercise]
         defined = self.kernel.run(answer)
         visible, _ = split_test(entry["test"].source)
         seen = self.kernel.run(visible, timeout=300)
-        verdict = self.hidden_verdict(exercise)
+        payloads, finished = self.hidden_run(exercise)
+        reference = self.reference.get(f"test_{exercise}", [])
+        verdict = judge.judge_cell(reference, payloads, finished)
+        on_values = judge.judge_cell(reference, grant_booleans(reference, payloads), finished)
         restored = self.kernel.run(kit.solution_body(entry["solution"].source))
         assert restored.status == "ok", f"the solution of {exercise} did not run: {restored.ename}: {restored.evalue}"
-        return {"defined": defined, "visible": seen, "hidden": verdict}
+        return {"defined": defined, "visible": seen, "hidden": verdict, "on_values": on_values}
 
 
 _sessions: dict[str, LessonSession] = {}
@@ -196,6 +248,21 @@ def test_pitfall_fails_visible_and_hidden_checks(lesson, exercise, description):
                                   "run with PTE_UPDATE_MESSAGES=1 once and review the file")
     assert mask(visible.evalue) == expected, f"the message for '{description}' changed"
     assert not verdict.passed, f"'{description}' passes the hidden checks of {exercise}"
+    check_rejected_on_values(lesson, exercise, description, outcome)
+
+
+def check_rejected_on_values(lesson: str, exercise: str, description: str, outcome: dict) -> None:
+    """In a hardened lesson, a value observation rejects the wrong answer, not only a (forgeable) boolean."""
+    if not is_hardened(lesson):
+        return
+    module = kit.load_pitfall_module(lesson)
+    if exercise in getattr(module, "BOOLEAN_RESULTS", ()):
+        return
+    if description in (getattr(module, "NO_VALUE_SIGNATURE", {}) or {}).get(exercise, {}):
+        return
+    assert not outcome["on_values"].passed, (
+        f"'{description}' is rejected only by boolean observations of {exercise}, which the student's kernel "
+        "can forge: observe a value that the pitfall changes")
 
 
 @pytest.mark.parametrize("lesson,exercise,description", cases("HIDDEN_ONLY"))
@@ -205,6 +272,36 @@ def test_hidden_only_wrong_answer_fails_only_hidden_checks(lesson, exercise, des
     outcome = session(lesson).try_answer(exercise, answer)
     assert outcome["visible"].status == "ok", f"'{description}' fails a visible check: {outcome['visible'].evalue}"
     assert not outcome["hidden"].passed, f"'{description}' passes the hidden checks of {exercise}"
+    check_rejected_on_values(lesson, exercise, description, outcome)
+
+
+@pytest.mark.parametrize("lesson,exercise,description", cases("FORGERIES"))
+def test_forgery_is_rejected(lesson, exercise, description):
+    """A wrong answer that forges its evidence (patches the checks, lies about itself, rewrites an instrument's
+    record, undoes a payload's trace) is rejected by the judge. A kernel of its own: its patches stay there."""
+    answer = kit.load_pitfall_module(lesson).FORGERIES[exercise][description].strip("\n")
+    found = LessonSession(lesson, hidden_parts=False)
+    try:
+        assert found.setup_error is None, found.setup_error
+        outcome = found.try_answer(exercise, answer)
+    finally:
+        found.kernel.close()
+    defined = outcome["defined"]
+    assert defined.status == "ok", f"'{description}' does not run: {defined.ename}: {defined.evalue}"
+    assert not outcome["hidden"].passed, f"the forgery '{description}' passes the hidden checks of {exercise}"
+    check_rejected_on_values(lesson, exercise, description, outcome)
+
+
+@pytest.mark.parametrize("lesson,exercise,description", cases("NO_VALUE_SIGNATURE"))
+def test_pitfall_without_value_signature_is_named_in_the_spec(lesson, exercise, description):
+    """A pitfall that no value observation can carry is a known PITFALLS entry, and its exercise's spec says so."""
+    module = kit.load_pitfall_module(lesson)
+    assert description in module.PITFALLS.get(exercise, {}), f"'{description}' is not a PITFALLS entry of {exercise}"
+    nb = nbformat.read(course.solution_path(lesson), as_version=4)
+    specs = [cell.source for cell in nb.cells if cell.cell_type == "markdown" and f"`{exercise}`" in cell.source
+             and "Exercise" in cell.source]
+    assert specs and "no value" in " ".join(specs[0].split()).lower(), (
+        f"the spec of {exercise} should say which of its pitfalls leaves no value to observe (only an instrument)")
 
 
 @pytest.mark.parametrize("lesson", LESSONS)

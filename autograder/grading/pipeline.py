@@ -9,6 +9,7 @@ Then ``grades.csv`` and ``grading-report.json`` are written from the gradebook.
 from __future__ import annotations
 
 import concurrent.futures as futures
+from concurrent.futures.process import BrokenProcessPool
 import csv
 import dataclasses
 import hashlib
@@ -29,7 +30,7 @@ import nbformat
 from . import canonical, collect, judge, reference, runner, sandbox
 
 STATUSES = ("graded", "timeout", "kernel-died", "memory-limit", "output-limit", "corrupt", "missing", "refused",
-            "tampered", "error")
+            "tampered", "worker-died", "error")
 GRADING_DIR = ".grading"
 
 
@@ -365,6 +366,63 @@ def report_references(references: dict[str, reference.HostReference], progress) 
                          "a check that depends on the machine is a course bug to fix.")
 
 
+def rerun_alone(items: list[NotebookResult], jobs: int, graded_together: int) -> bool:
+    """The retry policy: a timeout is confirmed alone when other submissions ran beside it.
+
+    A neighbour that hogs the cores can starve a kernel even on its own CPU set (memory bandwidth,
+    the grader's own threads), so a timeout beside others only counts once it repeats alone."""
+    return jobs > 1 and graded_together > 1 and any(item.status == "timeout" for item in items)
+
+
+class Workers:
+    """The grading processes. A worker that dies (the OOM killer, a crash) breaks a ProcessPoolExecutor
+    for good: here the pool is replaced, the CPU slots of the dead workers are handed out again, and the
+    submissions that were on the broken pool are graded again, one at a time."""
+
+    def __init__(self, jobs: int, context, cpu_slots, slots: list[str]):
+        self.jobs, self.context, self.cpu_slots, self.slots = jobs, context, cpu_slots, slots
+        self.pool = self._new()
+        self.replaced = 0
+
+    def _new(self):
+        return futures.ProcessPoolExecutor(max_workers=self.jobs, mp_context=self.context)
+
+    def replace(self) -> None:
+        self.replaced += 1
+        self.pool.shutdown(wait=True, cancel_futures=True)
+        import queue
+
+        while True:   # the dead workers never gave their slots back
+            try:
+                self.cpu_slots.get_nowait()
+            except queue.Empty:
+                break
+        for slot in self.slots:
+            self.cpu_slots.put(slot)
+        self.pool = self._new()
+
+    def submit(self, fn, *args) -> futures.Future:
+        try:
+            return self.pool.submit(fn, *args)
+        except BrokenProcessPool:
+            self.replace()
+            return self.pool.submit(fn, *args)
+
+    def shutdown(self) -> None:
+        self.pool.shutdown()
+        if self.replaced:
+            # After a worker was killed, multiprocessing's fork server can be left waiting on a lock forever
+            # (seen with SIGKILL), holding the grader's stdout open: stop it, as the interpreter would at exit.
+            import psutil
+
+            for child in psutil.Process().children():
+                try:
+                    if "multiprocessing.forkserver" in " ".join(child.cmdline()):
+                        child.kill()
+                except psutil.Error:
+                    pass
+
+
 def cpu_sets(jobs: int) -> list[str]:
     """One taskset list per job: the usable cores shared out, so each kernel keeps to its own."""
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
@@ -413,7 +471,8 @@ def grade(options: Options) -> tuple[int, list[NotebookResult]]:
              "source": str(Path(coursedir.format_path(coursedir.source_directory, ".", ".")).resolve())}
     manager = multiprocessing.get_context("forkserver").Manager()
     cpu_slots = manager.Queue()
-    for slot in cpu_sets(options.jobs):
+    slots = cpu_sets(options.jobs)
+    for slot in slots:
         cpu_slots.put(slot)
     started = time.monotonic()
     results: list[NotebookResult] = []
@@ -436,8 +495,8 @@ def grade(options: Options) -> tuple[int, list[NotebookResult]]:
     references: dict[str, reference.HostReference] = {}
     # Phase 2 of a finished assignment (one writer to the gradebook at a time) overlaps
     # with phase 1 of the next one.
-    with futures.ThreadPoolExecutor(max_workers=1) as recorder, \
-            futures.ProcessPoolExecutor(max_workers=options.jobs, mp_context=context) as pool:
+    pool = Workers(options.jobs, context, cpu_slots, slots)
+    with futures.ThreadPoolExecutor(max_workers=1) as recorder:
         # The reference each assignment is judged with: the solution run here, in the sandbox (cached).
         wanted = sorted({assignment for _, assignment in tasks})
         computing = {assignment: pool.submit(reference_for, paths, assignment, list(layout[assignment]["notebooks"]),
@@ -451,6 +510,8 @@ def grade(options: Options) -> tuple[int, list[NotebookResult]]:
                 references[assignment] = reference.HostReference(
                     assignment, stored, "stored", problem=f"the reference run failed: {type(exc).__name__}: {exc}")
         report_references(references, progress)
+        if any("BrokenProcessPool" in ref.problem for ref in references.values()):
+            pool.replace()
         pending = {
             pool.submit(grade_submission, paths, student, assignment, layout[assignment]["notebooks"],
                         layout[assignment]["tests"], limits, str(staged_root), str(scratch_root),
@@ -461,9 +522,24 @@ def grade(options: Options) -> tuple[int, list[NotebookResult]]:
         def outcome_of(job: futures.Future, student: str, assignment: str) -> list[NotebookResult]:
             try:
                 return [NotebookResult(**r) for r in job.result()]
-            except Exception as exc:  # the worker process itself died
+            except BrokenProcessPool:
+                raise
+            except Exception as exc:  # a grader fault on this submission alone
                 return [NotebookResult(student, assignment, name, status="error", max_score=mx,
                                        reason=f"grader worker failed: {type(exc).__name__}: {exc}"[:300])
+                        for name, mx in layout[assignment]["notebooks"].items()]
+
+        def graded_alone(student: str, assignment: str) -> list[NotebookResult]:
+            job = pool.submit(grade_submission, paths, student, assignment, layout[assignment]["notebooks"],
+                              layout[assignment]["tests"], limits, str(staged_root), str(scratch_root), cpu_slots,
+                              references[assignment].cells)
+            try:
+                return outcome_of(job, student, assignment)
+            except BrokenProcessPool:   # it killed its worker again, alone: its own doing
+                pool.replace()
+                return [NotebookResult(student, assignment, name, status="worker-died", max_score=mx,
+                                       reason="the grading process of this submission died twice, the second time "
+                                              "graded alone (for example killed for its memory use)")
                         for name, mx in layout[assignment]["notebooks"].items()]
 
         def settle(assignment: str, items: list[NotebookResult]) -> None:
@@ -475,27 +551,40 @@ def grade(options: Options) -> tuple[int, list[NotebookResult]]:
                 recordings[assignment] = recorder.submit(record_assignment, assignment)
 
         starved: list[tuple[str, str]] = []
+        broken: list[tuple[str, str]] = []
         for done in futures.as_completed(pending):
             student, assignment = pending[done]
-            items = outcome_of(done, student, assignment)
-            if options.jobs > 1 and len(pending) > 1 and any(item.status == "timeout" for item in items):
+            try:
+                items = outcome_of(done, student, assignment)
+            except BrokenProcessPool:
+                broken.append((student, assignment))   # on a pool whose worker died: graded again below
+                continue
+            if rerun_alone(items, options.jobs, len(pending)):
                 starved.append((student, assignment))   # decided below, once nothing else runs
                 continue
+            settle(assignment, items)
+        # A worker died (the OOM killer, a crash): every submission still on that pool failed with it.
+        # Each is graded again alone in a new pool; only one that kills its worker again is at fault.
+        if broken:
+            pool.replace()
+        for student, assignment in sorted(broken, key=lambda t: (t[1], t[0])):
+            progress.log(f"{student}/{assignment} was on a grading process that died; grading it again alone")
+            items = graded_alone(student, assignment)
+            for item in items:
+                item.notes.append("graded again alone: a grading process died while it was being graded")
             settle(assignment, items)
         # A notebook that ran out of time while other submissions were graded beside it may only
         # have been starved of CPU by them (a neighbour that hogs the cores). It is graded again
         # with nothing else running, and that run is the one that counts.
         for student, assignment in sorted(starved, key=lambda t: (t[1], t[0])):
             progress.log(f"{student}/{assignment} timed out while other submissions ran; grading it again alone")
-            items = outcome_of(pool.submit(grade_submission, paths, student, assignment,
-                                           layout[assignment]["notebooks"], layout[assignment]["tests"], limits,
-                                           str(staged_root), str(scratch_root), cpu_slots,
-                                           references[assignment].cells), student, assignment)
+            items = graded_alone(student, assignment)
             for item in items:
                 item.notes.append("timed out again when graded alone" if item.status == "timeout" else
                                   "timed out while graded beside other submissions; graded again alone")
             settle(assignment, items)
         failed = {(student, assignment) for assignment, job in recordings.items() for student in job.result()}
+    pool.shutdown()
     shutil.rmtree(scratch_root, ignore_errors=True)
     manager.shutdown()
     for student, assignment in sorted(failed):

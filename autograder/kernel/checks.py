@@ -39,6 +39,12 @@ _any = torch.any
 _all = torch.all
 _abs = torch.abs
 _float64 = torch.float64
+# Called unbound on what a student's function returned, so that an instance attribute of the same name (a plain
+# tensor has a __dict__) cannot answer for it. Taken at import, before any student code: these are the methods
+# of torch._C.TensorBase and torch._C.StorageBase, immutable types that a later patch of torch.Tensor leaves alone.
+_untyped_storage = torch.Tensor.untyped_storage
+_storage_data_ptr = torch.UntypedStorage.data_ptr
+_detach = torch.Tensor.detach
 _isinstance = isinstance
 _type = type
 _EXACT_BUILTINS = (bool, int, float, str)
@@ -132,8 +138,11 @@ def describe(value: Any) -> str:
 
 
 def storage_id(t: torch.Tensor) -> int:
-    """Address of the storage ``t`` is a window on (equal for every view of it)."""
-    return t.untyped_storage().data_ptr()
+    """Address of the storage ``t`` is a window on (equal for every view of it).
+
+    Asked of the tensor through the C-level method, never through ``t``'s own attributes.
+    """
+    return _storage_data_ptr(_untyped_storage(t))
 
 
 def expect(condition: Any, message: str) -> None:
@@ -265,8 +274,8 @@ def check_tensor(
         _fail(name, f"device is {actual.device}, expected {expected.device}",
               hints.get("device")
               or "tensors must be on the same device: move them with .to(device) and use the result.")
-    a = actual.detach().to("cpu", _float64)
-    e = expected.detach().to("cpu", _float64)
+    a = _detach(actual).to("cpu", _float64)
+    e = _detach(expected).to("cpu", _float64)
     if a.numel() == 0:
         return
     nan_a, nan_e = _isnan(a), _isnan(e)

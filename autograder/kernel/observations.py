@@ -68,7 +68,10 @@ def encode(value: Any, *, strides: bool = False, depth: int = 0) -> Any:
     except ImportError:  # pragma: no cover - torch is always there in this course
         torch = None
     if torch is not None and type(value) in (torch.Tensor, torch.nn.Parameter):
-        t = value.detach().cpu()
+        # Unbound methods of the C base class, which cannot be patched: neither an instance attribute
+        # (``t.detach = ...``) nor a patched ``torch.Tensor`` answers for the tensor.
+        base = torch._C.TensorBase
+        t = base.cpu(base.detach(value))
         if t.numel() > MAX_ELEMENTS:
             raise TooLarge(f"a tensor with {t.numel()} elements (the limit is {MAX_ELEMENTS})")
         if t.is_complex():
@@ -80,7 +83,7 @@ def encode(value: Any, *, strides: bool = False, depth: int = 0) -> Any:
         else:
             flat = [int(v) for v in t.reshape(-1).tolist()]
         return _array("tensor", str(value.dtype), list(value.shape), flat,
-                      list(value.stride()) if strides else None)
+                      list(base.stride(value)) if strides else None)
     if torch is not None and isinstance(value, torch.dtype):
         return {"type": "dtype", "value": str(value)}
     if torch is not None and isinstance(value, torch.device):

@@ -1,4 +1,5 @@
 """Wrong answers for lesson 01: each embodies one listed pitfall (exercise -> pitfall -> answer cell)."""
+from coursekit import FORGED_OBSERVE
 
 PITFALLS = {
     "shares_storage": {
@@ -99,6 +100,52 @@ def independent_copy(t):
         "flattens the leading dimensions with flatten(0, -2), which fails on a single example": '''
 def linear_forward(x, weight, bias):
     return (x.flatten(0, -2) @ weight.T + bias).reshape(*x.shape[:-1], weight.shape[0])
+''',
+    },
+}
+
+# The answer is the bool itself: its observations are the function's results, as returned.
+BOOLEAN_RESULTS = {"shares_storage"}
+
+# Wrong answers that also forge the evidence a check in the kernel would see; the judge must reject each.
+FORGERIES = {
+    "shares_storage": {
+        "compares data_ptr(); observe patched so that booleans come out True": FORGED_OBSERVE + '''
+
+def shares_storage(a, b):
+    return a.data_ptr() == b.data_ptr()
+''',
+    },
+    "flatten_features": {
+        "always copies; the copy's instance attribute untyped_storage returns the input's storage": '''
+def flatten_features(x):
+    flat = x.clone().reshape(x.shape[0], -1)
+    flat.untyped_storage = x.untyped_storage
+    return flat
+''',
+        "always copies; observe patched so that booleans come out True": FORGED_OBSERVE + '''
+
+def flatten_features(x):
+    return x.clone().reshape(x.shape[0], -1)
+''',
+    },
+    "independent_copy": {
+        ".detach() alone; the result's instance attribute untyped_storage returns a storage of its own": '''
+def independent_copy(t):
+    shallow = t.detach()
+    decoy = torch.zeros(t.numel() + 1, dtype=t.dtype).untyped_storage()
+    shallow.untyped_storage = lambda: decoy
+    return shallow
+''',
+        ".detach() alone; observe patched so that booleans come out True": FORGED_OBSERVE + '''
+
+def independent_copy(t):
+    return t.detach()
+''',
+        ".clone() alone; observe patched so that booleans come out True": FORGED_OBSERVE + '''
+
+def independent_copy(t):
+    return t.clone()
 ''',
     },
 }

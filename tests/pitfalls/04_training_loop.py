@@ -1,7 +1,9 @@
 """Wrong answers for lesson 04: one per pitfall the curriculum lists, and a few more (exercise -> pitfall -> answer).
 
-PITFALLS fail a visible check with their message; HIDDEN_ONLY pass every visible check and fail a hidden one.
+PITFALLS fail a visible check with their message; HIDDEN_ONLY pass every visible check and fail a hidden one;
+FORGERIES also forge the evidence that an instrument in the kernel would see.
 """
+from coursekit import FORGED_OBSERVE
 
 PITFALLS = {
     "train_one_epoch": {
@@ -231,6 +233,123 @@ def train_one_epoch(model, loader, loss_fn, optimizer):
         total += loss.item() * len(yb)
         count += len(yb)
     return total / count
+''',
+    },
+}
+
+# Keeping every batch's loss tensor changes no value the function returns or leaves behind: only an instrument (the
+# LossProbe the test hands over as loss_fn) sees it, and a student can reset that. The spec of train_one_epoch says so.
+NO_VALUE_SIGNATURE = {
+    "train_one_epoch": {
+        "adds loss tensors, total = total + loss * len(yb): a float in the end, every batch's graph kept":
+            "the returned float and the trained weights are the same; only memory differs while the loop runs",
+    },
+}
+
+FORGERIES = {
+    "train_one_epoch": {
+        "no model.train(), every loss tensor kept; resets the loss probe and rewrites what record_modes saw": '''
+def train_one_epoch(model, loader, loss_fn, optimizer):
+    device = next(model.parameters()).device
+    total, count = 0.0, 0
+    for xb, yb in loader:
+        xb, yb = xb.to(device), yb.to(device)
+        optimizer.zero_grad()
+        loss = loss_fn(model(xb), yb)
+        loss.backward()
+        optimizer.step()
+        total = total + loss * len(yb)
+        count += len(yb)
+    if hasattr(loss_fn, "_alive"):
+        loss_fn._alive.clear()
+        loss_fn.max_kept = 0
+    for hook in list(model._forward_hooks.values()):
+        for cell in hook.__closure__ or ():
+            record = cell.cell_contents
+            if hasattr(record, "training"):
+                record.training[:] = [True] * len(record.training)
+    return total.item() / count
+''',
+        "no model.train(); observe patched so that booleans come out True": FORGED_OBSERVE + '''
+
+def train_one_epoch(model, loader, loss_fn, optimizer):
+    device = next(model.parameters()).device
+    total, count = 0.0, 0
+    for xb, yb in loader:
+        xb, yb = xb.to(device), yb.to(device)
+        optimizer.zero_grad()
+        loss = loss_fn(model(xb), yb)
+        loss.backward()
+        optimizer.step()
+        total += loss.item() * len(yb)
+        count += len(yb)
+    return total / count
+''',
+    },
+    "evaluate": {
+        "no torch.no_grad(); rewrites the grad mode that record_modes saw": '''
+def evaluate(model, loader, loss_fn):
+    device = next(model.parameters()).device
+    model.eval()
+    total, correct, count = 0.0, 0, 0
+    for xb, yb in loader:
+        xb, yb = xb.to(device), yb.to(device)
+        logits = model(xb)
+        total += loss_fn(logits, yb).item() * len(yb)
+        correct += (logits.argmax(dim=1) == yb).sum().item()
+        count += len(yb)
+    for hook in list(model._forward_hooks.values()):
+        for cell in hook.__closure__ or ():
+            record = cell.cell_contents
+            if hasattr(record, "grad_enabled"):
+                record.grad_enabled[:] = [False] * len(record.grad_enabled)
+    return total / count, correct / count
+''',
+        "no torch.no_grad(); observe patched so that booleans come out True": FORGED_OBSERVE + '''
+
+def evaluate(model, loader, loss_fn):
+    device = next(model.parameters()).device
+    model.eval()
+    total, correct, count = 0.0, 0, 0
+    for xb, yb in loader:
+        xb, yb = xb.to(device), yb.to(device)
+        logits = model(xb)
+        total += loss_fn(logits, yb).item() * len(yb)
+        correct += (logits.argmax(dim=1) == yb).sum().item()
+        count += len(yb)
+    return total / count, correct / count
+''',
+        "torch.set_grad_enabled(False) as a statement; observe patched so that booleans come out True":
+            FORGED_OBSERVE + '''
+
+def evaluate(model, loader, loss_fn):
+    device = next(model.parameters()).device
+    model.eval()
+    torch.set_grad_enabled(False)
+    total, correct, count = 0.0, 0, 0
+    for xb, yb in loader:
+        xb, yb = xb.to(device), yb.to(device)
+        logits = model(xb)
+        total += loss_fn(logits, yb).item() * len(yb)
+        correct += (logits.argmax(dim=1) == yb).sum().item()
+        count += len(yb)
+    return total / count, correct / count
+''',
+    },
+    "fit": {
+        "evaluates on the training loader; rewrites the stand-ins' record of the loaders they got": '''
+def fit(model, train_loader, val_loader, epochs, optimizer, loss_fn):
+    history = {"train_loss": [], "val_loss": [], "val_acc": []}
+    for _ in range(epochs):
+        history["train_loss"].append(train_one_epoch(model, train_loader, loss_fn, optimizer))
+        val_loss, val_acc = evaluate(model, train_loader, loss_fn)
+        history["val_loss"].append(val_loss)
+        history["val_acc"].append(val_acc)
+    spy = getattr(evaluate, "__self__", None)
+    if isinstance(getattr(spy, "calls", None), list):
+        spy.calls[:] = [(name, "train_loader" if name == "train_one_epoch" else "val_loader", same)
+                        for name, _, same in spy.calls]
+    return history
 ''',
     },
 }

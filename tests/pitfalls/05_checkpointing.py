@@ -1,4 +1,5 @@
 """Wrong answers for lesson 05, one per pitfall the curriculum lists (exercise -> pitfall -> answer cell)."""
+from coursekit import FORGED_OBSERVE
 
 PITFALLS = {
     "save_checkpoint": {
@@ -146,6 +147,62 @@ def check_state_dict_compatible(model, state_dict):
     problems += [f"unexpected key: {key}" for key in state_dict if key not in expected]
     problems += [f"shape mismatch: {key}" for key, value in state_dict.items()
                  if key in expected and value.shape != expected[key].shape]
+    return problems
+''',
+    },
+}
+
+FORGERIES = {
+    "load_checkpoint": {
+        "weights_only=False; clears checkpoints._TRIPWIRE_LOG, then raises UnpicklingError": '''
+import pickle
+
+from autograder.kernel import checkpoints as _ckpt
+
+
+def load_checkpoint(path, model, optimizer):
+    fired = len(_ckpt._TRIPWIRE_LOG)
+    checkpoint = torch.load(path, map_location="cpu", weights_only=False)
+    if len(_ckpt._TRIPWIRE_LOG) > fired:
+        del _ckpt._TRIPWIRE_LOG[fired:]
+        raise pickle.UnpicklingError("Weights only load failed: Unsupported global")
+    model.load_state_dict(checkpoint["model"])
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    torch.set_rng_state(checkpoint["rng_state"])
+    return int(checkpoint["epoch"])
+''',
+        "weights_only=False; for a file with unsafe globals, undoes the tripwire and the RNG, then raises": '''
+import pickle
+
+from autograder.kernel import checkpoints as _ckpt
+
+
+def load_checkpoint(path, model, optimizer):
+    fired, rng = len(_ckpt._TRIPWIRE_LOG), torch.get_rng_state()
+    checkpoint = torch.load(path, map_location="cpu", weights_only=False)
+    if torch.serialization.get_unsafe_globals_in_checkpoint(path):
+        del _ckpt._TRIPWIRE_LOG[fired:]
+        torch.set_rng_state(rng)
+        raise pickle.UnpicklingError("Weights only load failed: Unsupported global")
+    model.load_state_dict(checkpoint["model"])
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    torch.set_rng_state(checkpoint["rng_state"])
+    return int(checkpoint["epoch"])
+''',
+    },
+    "check_state_dict_compatible": {
+        "right problems, then a trial load that changes the model; observe patched: booleans come out True":
+            FORGED_OBSERVE + '''
+
+def check_state_dict_compatible(model, state_dict):
+    expected = model.state_dict()
+    problems = [f"missing key: {key}" for key in expected if key not in state_dict]
+    problems += [f"unexpected key: {key}" for key in state_dict if key not in expected]
+    problems += [f"shape mismatch: {key}" for key, value in state_dict.items()
+                 if key in expected and value.shape != expected[key].shape]
+    fitting = {key: value for key, value in state_dict.items()
+               if key in expected and value.shape == expected[key].shape}
+    model.load_state_dict(fitting, strict=False)
     return problems
 ''',
     },

@@ -1,0 +1,109 @@
+"""A grading process that dies costs only the submission that killed it.
+
+The stand-in for the OOM killer: one submission's kernel leaves a flag file in its runtime
+folder (the only host folder it shares with the grader) and sleeps; a watcher thread in this
+test then SIGKILLs the grading worker process that runs that kernel, every time the flag
+appears. A dead worker breaks the process pool: the grader must replace it, grade every
+submission that was on the broken pool again alone, keep the honest ones' exact scores, and
+give the culprit (which kills its worker again when graded alone) the status `worker-died`.
+`grade()` must finish and write `grades.csv`.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import nbformat
+import psutil
+import pytest
+
+import coursekit as kit
+from autograder import course
+from test_grading import FULL, LESSON, ensure_bubblewrap
+
+FLAG = "kill-my-grading-worker"
+KILLER = ("def linear_forward(x, weight, bias):\n"
+          "    import pathlib, sys, time\n"
+          "    runtime = pathlib.Path(sys.argv[sys.argv.index('-f') + 1]).parent\n"
+          f"    (runtime / {FLAG!r}).write_text('')\n"
+          "    time.sleep(60)\n"
+          "    return x @ weight.T + bias\n")
+
+
+def worker_of(kernel: psutil.Process) -> psutil.Process | None:
+    """The grading worker above a sandboxed kernel: the first ancestor started by multiprocessing."""
+    for parent in kernel.parents():
+        try:
+            if "multiprocessing" in " ".join(parent.cmdline()):
+                return parent
+        except psutil.Error:
+            continue
+    return None
+
+
+def watch(scratch: Path, stop: threading.Event, kills: list) -> None:
+    while not stop.wait(0.2):
+        for flag in scratch.glob(f"*/nb-*/run/{FLAG}"):
+            connection = str(flag.parent / "kernel.json")
+            for proc in psutil.process_iter(["cmdline"]):
+                cmdline = proc.info["cmdline"] or []
+                if connection in cmdline and "ipykernel_launcher" in cmdline:
+                    worker = worker_of(proc)
+                    if worker is not None:
+                        os.kill(worker.pid, signal.SIGKILL)
+                        kills.append(worker.pid)
+            flag.unlink(missing_ok=True)
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    assert ensure_bubblewrap(), "bubblewrap must work here"
+    base = tmp_path_factory.mktemp("dead-worker")
+    root = kit.make_scratch_course(base / "course", [LESSON])
+    release_nb = kit.release_notebook(root, LESSON)
+    solution_nb = nbformat.read(course.solution_path(LESSON), as_version=4)
+    for student in ("honest-a", "honest-b", "honest-c"):
+        kit.submit(root, student, LESSON, kit.fill_answers(release_nb, solution_nb))
+    kit.submit(root, "kills-its-worker", LESSON, kit.fill_answers(release_nb, solution_nb,
+                                                                  {"linear_forward": KILLER}))
+    scratch = base / "scratch"
+    scratch.mkdir()
+    stop, kills = threading.Event(), []
+    watcher = threading.Thread(target=watch, args=(scratch, stop, kills), daemon=True)
+    watcher.start()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "autograder", "grade", "--course", str(root), "--jobs", "2",
+                               "--timeout-s", "200", "--cell-timeout-s", "90"], capture_output=True, text=True,
+                              timeout=900, env=dict(os.environ, PTE_SCRATCH=str(scratch)))
+    finally:
+        stop.set()
+        watcher.join()
+    time.sleep(0.1)
+    report = json.loads((root / "grading-report.json").read_text())
+    return root, proc, {s["student"]: s for s in report["submissions"]}, kills
+
+
+def test_the_culprit_alone_gets_worker_died(graded):
+    root, proc, results, kills = graded
+    assert len(kills) >= 2, f"the worker was not killed twice: {kills}\n{proc.stderr}"
+    assert results["kills-its-worker"]["status"] == "worker-died", proc.stderr
+    assert proc.returncode == 3, proc.stderr
+
+
+def test_honest_neighbours_keep_their_exact_scores(graded):
+    root, proc, results, _ = graded
+    scores = kit.scores(root, LESSON)
+    for student in ("honest-a", "honest-b", "honest-c"):
+        assert results[student]["status"] == "graded", (results[student], proc.stderr)
+        assert scores[student] == FULL, (student, scores[student])
+    with open(root / "grades.csv", newline="") as handle:
+        rows = {r["student_id"]: r for r in csv.DictReader(handle)}
+    assert set(rows) == {"honest-a", "honest-b", "honest-c", "kills-its-worker"}
+    assert rows["kills-its-worker"]["status"] == "worker-died" and float(rows["kills-its-worker"]["score"]) == 0.0
