@@ -13,10 +13,10 @@ import pytest
 
 # left out of `make test-quick` (lesson editing): the grading battery, PostgreSQL, the browser, the round trips
 SLOW = {"battery", "postgres", "browser", "roundtrip", "test_exchange", "test_student_edition", "test_cross_cpu",
-        "test_flood"}
+        "test_flood", "test_grading_trust", "test_dead_worker"}
 # lower starts earlier; measured with --durations (the battery and round trips dominate)
-PRIORITY = {"battery": 0, "roundtrip": 1, "postgres": 2, "test_cross_cpu": 3, "test_student_edition": 3,
-            "pitfalls": 4, "nbval": 5, "release": 6, "lab": 7}
+PRIORITY = {"battery": 0, "roundtrip": 1, "test_grading_trust": 2, "postgres": 2, "test_cross_cpu": 3,
+            "test_student_edition": 3, "pitfalls": 4, "nbval": 5, "release": 6, "lab": 7}
 
 
 def group_of(item) -> str:

@@ -213,3 +213,21 @@ def test_a_value_the_judge_cannot_take_fails_only_its_cell():
                                                           "values": [10**400]}, {"type": "float"}, [[[]]]):
         verdict = judge.judge_cell(reference, [{"value": forged}], finished=True)
         assert not verdict.passed and "malformed" in verdict.reason or "wrong" in verdict.reason, verdict
+
+
+def test_a_notebook_with_too_many_cells_is_refused(tmp_path):
+    path = tmp_path / "big.ipynb"
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("pass") for _ in range(canonical.MAX_CELLS + 1)])
+    nbformat.write(nb, path)
+    with pytest.raises(canonical.SubmissionError) as found:
+        canonical.read_submission(path)
+    assert found.value.status == "refused" and "cells" in found.value.reason
+
+
+def test_retry_policy_confirms_a_timeout_only_beside_others():
+    timeout = [pipeline.NotebookResult("s", "a", "n", status="timeout")]
+    graded = [pipeline.NotebookResult("s", "a", "n", status="graded")]
+    assert pipeline.rerun_alone(timeout, jobs=2, graded_together=3)
+    assert not pipeline.rerun_alone(timeout, jobs=1, graded_together=3)
+    assert not pipeline.rerun_alone(timeout, jobs=2, graded_together=1)
+    assert not pipeline.rerun_alone(graded, jobs=2, graded_together=3)

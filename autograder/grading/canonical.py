@@ -25,6 +25,9 @@ import nbformat
 HIDDEN = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS[ \t]*$", re.S | re.M)
 
 
+MAX_CELLS = 2000
+
+
 class SubmissionError(Exception):
     """The submission cannot be graded; ``status`` says why (``corrupt``, ``missing`` or ``refused``)."""
 
@@ -60,6 +63,9 @@ def read_submission(path: Path, data: bytes | None = None) -> nbformat.NotebookN
         raise SubmissionError("corrupt", f"{path.name} is JSON but not a notebook (no list of cells)")
     if data.get("nbformat") != 4:
         raise SubmissionError("corrupt", f"{path.name} is not a version 4 notebook (nbformat={data.get('nbformat')!r})")
+    if len(data["cells"]) > MAX_CELLS:
+        raise SubmissionError("refused", f"{path.name} has {len(data['cells'])} cells; the limit is {MAX_CELLS} "
+                                         "(a lesson has fewer than 100)")
     for cell in data["cells"]:
         source = cell.get("source") if isinstance(cell, dict) else None
         if not (isinstance(source, str) or (isinstance(source, list) and all(isinstance(x, str) for x in source))):

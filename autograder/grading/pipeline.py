@@ -410,17 +410,20 @@ class Workers:
 
     def shutdown(self) -> None:
         self.pool.shutdown()
-        if self.replaced:
-            # After a worker was killed, multiprocessing's fork server can be left waiting on a lock forever
-            # (seen with SIGKILL), holding the grader's stdout open: stop it, as the interpreter would at exit.
-            import psutil
 
-            for child in psutil.Process().children():
-                try:
-                    if "multiprocessing.forkserver" in " ".join(child.cmdline()):
-                        child.kill()
-                except psutil.Error:
-                    pass
+
+
+def reap_children() -> None:
+    """Stop whatever multiprocessing left behind. After a worker is killed, a process forked beside it can
+    wait forever on a lock the dead one held; left alone it would outlive the grader and keep its output
+    pipes open. Every result is in by now."""
+    import psutil
+
+    for child in psutil.Process().children(recursive=True):
+        try:
+            child.kill()
+        except psutil.Error:
+            pass
 
 
 def cpu_sets(jobs: int) -> list[str]:
@@ -587,6 +590,7 @@ def grade(options: Options) -> tuple[int, list[NotebookResult]]:
     pool.shutdown()
     shutil.rmtree(scratch_root, ignore_errors=True)
     manager.shutdown()
+    reap_children()
     for student, assignment in sorted(failed):
         progress.log(f"nbgrader could not record {student}/{assignment}")
         for r in results:

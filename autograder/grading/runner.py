@@ -104,17 +104,23 @@ class GradingClient(NotebookClient):
 
     def process_message(self, msg, cell, cell_index):
         if msg["msg_type"] not in ("status", "execute_input"):
-            self.output_used += len(str(msg.get("content", "")))
+            self.output_used += _message_size(msg)
             if self.output_used > self.output_limit and msg["msg_type"] not in ("clear_output",):
                 # the note goes to the report, never into a cell's streams (stderr in a graded cell scores 0)
                 self.output_exceeded = True
-                if self.output_used > self.FLOOD_FACTOR * self.output_limit and not self.flooded:
+                flood = self.FLOOD_FACTOR * self.output_limit
+                if self.output_used > flood and not self.flooded:
                     self.flooded = True
-                    flood_mb = self.FLOOD_FACTOR * self.output_limit / 1e6
                     cell.outputs.append(_error_output(
-                        "OutputFlood", f"this cell printed more than {flood_mb:g} MB and was interrupted"))
+                        "OutputFlood", f"this cell printed more than {flood / 1e6:g} MB and was interrupted"))
                     asyncio.ensure_future(self.km.interrupt_kernel())
-                if msg["msg_type"] != "error" and not _is_observation(msg):
+                if self.output_used > 2 * flood:
+                    kill_kernel_tree(self.km)   # it ignored the interrupt (or its own cap): nothing more is read
+                if self.output_used > flood:
+                    return None   # past the flood limit nothing is kept, observations and errors included
+                if msg["msg_type"] == "error":
+                    msg = _shrunk_error(msg)     # kept (it decides the cell) but small
+                elif not _is_observation(msg) or len(judge.observed(cell)) > judge.MAX_OBSERVATIONS:
                     return None
         return super().process_message(msg, cell, cell_index)
 
@@ -122,6 +128,32 @@ class GradingClient(NotebookClient):
         out = super().output(outs, msg, display_id, cell_index)
         _truncate_streams(outs, self.cell_line_limit)
         return out
+
+
+def _message_size(msg) -> int:
+    """Roughly how many characters a message carries (counted without building one more copy of it)."""
+    content = msg.get("content", {})
+    if not isinstance(content, dict):
+        return len(str(content))
+    total = 0
+    for value in content.values():
+        if isinstance(value, str):
+            total += len(value)
+        elif isinstance(value, dict):
+            total += sum(len(v) if isinstance(v, str) else len(str(v)) for v in value.values())
+        elif isinstance(value, list):
+            total += sum(len(v) if isinstance(v, str) else len(str(v)) for v in value)
+        else:
+            total += len(str(value))
+    return total
+
+
+def _shrunk_error(msg):
+    """An error message past the output cap: its name and the start of its text, no traceback."""
+    content = msg.get("content", {})
+    small = {"ename": str(content.get("ename", ""))[:100], "evalue": str(content.get("evalue", ""))[:1000],
+             "traceback": []}
+    return dict(msg, content=small)
 
 
 def _is_observation(msg) -> bool:
