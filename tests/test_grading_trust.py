@@ -59,6 +59,11 @@ SNOOP = (  # prints every place where the kernel keeps what the hidden tests did
     "    return torch.as_tensor(arr).long()\n")
 
 
+WIDEN_AFFINITY = ("import os\n"
+                  "try:\n    os.sched_setaffinity(0, set(range(os.cpu_count())))\nexcept OSError:\n    pass\n"
+                  "print('cpus after widening:', sorted(os.sched_getaffinity(0)))\n")
+
+
 def plant_markers(root: Path) -> None:
     """to_class_labels' hidden test gets a marker in its code, in an input and in an expected value."""
     path = root / "solutions" / LESSON / f"{LESSON}.ipynb"
@@ -105,6 +110,12 @@ def graded(tmp_path_factory):
     later["id"] = "student-snoop"
     leaky.cells.append(later)
     kit.submit(root, "leaky", LESSON, leaky)
+    widens = kit.fill_answers(release_nb, solution_nb)
+    grab = nbformat.v4.new_code_cell(WIDEN_AFFINITY)
+    grab["id"] = "student-affinity"
+    setup = next(i for i, c in enumerate(widens.cells) if c.cell_type == "code")
+    widens.cells.insert(setup + 1, grab)
+    kit.submit(root, "widens-affinity", LESSON, widens)
     os.symlink(Path("..", "..", "..", "solutions", LESSON, name), folder("symlink-notebook") / name)
     (root / "submitted" / "symlink-folder").symlink_to("honest")
     kit.submit(root, "symlink-timestamp", LESSON, kit.fill_answers(release_nb, solution_nb))
@@ -121,6 +132,7 @@ EXPECTED = {
     "noisy": ("graded", FULL),
     "leaky": ("graded", FULL),
     "symlink-timestamp": ("graded", FULL),
+    "widens-affinity": ("graded", FULL),
     "symlink-notebook": ("refused", ZERO),
     "symlink-folder": ("refused", ZERO),
     "fifo-notebook": ("refused", ZERO),
@@ -177,3 +189,16 @@ def test_honest_noise_keeps_full_marks_in_five_regrades(graded):
         rows_seen.append(rows)
     assert all(rows == rows_seen[0] for rows in rows_seen)
     assert len(EXERCISES) == 5
+
+
+def test_a_kernel_stays_in_its_cpuset(graded):
+    """Each job's kernel has a cgroup of its own (this host has cgroup v1's cpuset, memory and pids, writable
+    as root): sched_setaffinity cannot widen it beyond the one CPU of its slot (--jobs 2 on 2 cores)."""
+    root, proc, _ = graded
+    report = json.loads((root / "grading-report.json").read_text())
+    assert report["cgroups"] in ("v1", "v2"), proc.stderr
+    nb = nbformat.read(root / "autograded" / "widens-affinity" / LESSON / f"{LESSON}.ipynb", as_version=4)
+    cell = next(c for c in nb.cells if c.get("id") == "student-affinity")
+    text = "".join(o.get("text", "") for o in cell.outputs)
+    cpus = text.split("cpus after widening:")[1].strip()
+    assert cpus.count(",") == 0, f"the kernel widened its CPU set: {text!r}"

@@ -451,7 +451,13 @@ def grade(options: Options) -> tuple[int, list[NotebookResult]]:
                          "(Debian: apt-get install bubblewrap), or pass --sandbox none to grade without "
                          "isolation, knowingly.")
     use_bwrap = options.sandbox != "none"
+    from . import cgroups
+
+    cgroup_kind, cgroup_problem = cgroups.available() if use_bwrap else (None, "")
     progress = Progress(sum(len(layout[a]["notebooks"]) for _, a in tasks))
+    if use_bwrap and cgroup_kind is None:
+        progress.log(f"warning: no per-kernel cgroups ({cgroup_problem}); CPU, memory and process limits fall "
+                     "back to taskset and prlimit, which a submission can widen or share")
     if not use_bwrap:
         progress.log("warning: grading WITHOUT the bubblewrap sandbox (--sandbox none): submissions can read "
                      "the course files, including the reference observations")
@@ -600,6 +606,7 @@ def grade(options: Options) -> tuple[int, list[NotebookResult]]:
     for r in results:
         r.score = float(scores.get((r.student, r.assignment, r.notebook)) or 0.0)
     meta = {"course": str(course), "jobs": options.jobs, "sandbox": "bwrap" if use_bwrap else "none",
+            "cgroups": cgroup_kind or "none",
             "limits": asdict(limits), "gradebook_backup": backup,
             "references": {assignment: ref.summary() for assignment, ref in sorted(references.items())},
             "partial": bool(options.students or options.assignments or options.shard),

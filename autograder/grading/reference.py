@@ -86,17 +86,6 @@ def cache_key(solution_files: list[Path], threads: int) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
 
 
-def _stand_in_cuda_cells(nb) -> None:
-    """As ``make release`` does on a machine without CUDA: a one-line stand-in for each requires-cuda cell."""
-    import torch
-
-    if torch.cuda.is_available():
-        return
-    for cell in nb.cells:
-        if cell.cell_type == "code" and course.REQUIRES_CUDA_TAG in cell.get("metadata", {}).get("tags", []):
-            cell.source = course.CUDA_STAND_IN
-
-
 def _entries(payloads: list) -> list[dict]:
     entries = []
     for payload in payloads:
@@ -112,7 +101,6 @@ def run_solution(notebooks: list[Path], limits: runner.Limits, scratch_root: Pat
     cells: dict[str, list[dict]] = {}
     for path in notebooks:
         nb = nbformat.read(path, as_version=4)
-        _stand_in_cuda_cells(nb)
         scratch = Path(tempfile.mkdtemp(prefix="reference-", dir=scratch_root))
         try:
             outcome = runner.record(nb, limits, scratch)

@@ -26,7 +26,7 @@ from nbclient.exceptions import DeadKernelError
 from traitlets import List
 
 from ..kernel import observations, outputcap
-from . import canonical, judge, sandbox
+from . import canonical, cgroups, judge, sandbox
 
 MEMORY_ERROR = re.compile(r"MemoryError|can't allocate memory|DefaultCPUAllocator|Cannot allocate memory")
 
@@ -237,7 +237,9 @@ async def _run(nb, limits: Limits, work: Path, runtime: Path, outcome: Outcome, 
     """Execute ``nb`` in a sandboxed kernel; with a ``reference``, judge its test cells (else keep the raw run)."""
     km = SandboxedKernelManager(kernel_name="python3", transport="ipc", ip=str(runtime / "kernel"))
     km.connection_file = str(runtime / "kernel.json")
-    km.prefix = sandbox.command_prefix(work, runtime, limits)
+    groups = _kernel_groups(runtime, limits, outcome)
+    km.prefix = ((groups.join_prefix() if groups else [])
+                 + sandbox.command_prefix(work, runtime, limits, cgroup=groups is not None))
     # A slow cell is interrupted and the notebook goes on; the notebook's own clock is the watchdog's.
     client = GradingClient(nb, km=km, timeout=int(limits.cell_timeout_s), allow_errors=True,
                            interrupt_on_timeout=True, startup_timeout=60, kernel_name="python3",
@@ -302,7 +304,12 @@ async def _run(nb, limits: Limits, work: Path, runtime: Path, outcome: Outcome, 
             watchdog.stop()
         kill_kernel_tree(km)
         outcome.execution_seconds = time.monotonic() - started
-    if watchdog and watchdog.tripped == "timeout":
+        oom = groups.oom_killed() if groups else False
+        if groups:
+            groups.remove()
+    if oom and not (watchdog and watchdog.tripped == "timeout"):
+        outcome.status, outcome.reason = "memory-limit", f"the kernel passed its memory limit ({limits.memory_mb} MB)"
+    elif watchdog and watchdog.tripped == "timeout":
         outcome.status, outcome.reason = "timeout", f"the notebook ran longer than {limits.timeout_s:g} s"
     elif watchdog and watchdog.tripped == "memory-limit":
         outcome.status, outcome.reason = "memory-limit", f"the kernel used more than {limits.memory_mb} MB"
@@ -320,6 +327,27 @@ async def _run(nb, limits: Limits, work: Path, runtime: Path, outcome: Outcome, 
             nb.cells[index].outputs = list(nb.cells[index].outputs) + list(outputs)
     else:
         _settle_test_cells(nb, test_cells, replies, stopped_at, deleted, outcome, reference, hidden_runs)
+
+
+# cgroup memory beyond the watchdog's RSS cap: the kernel's tmpfs folders (counted there) and reclaimable cache
+CGROUP_MEMORY_HEADROOM_MB = 512
+
+
+def _kernel_groups(runtime: Path, limits: Limits, outcome: Outcome):
+    """The kernel's own cgroups (CPU set, memory, processes), or None where the host cannot make them."""
+    if not limits.sandbox:
+        return None
+    kind, why = cgroups.available()
+    if kind is None:
+        outcome.notes.append(f"no per-kernel cgroups ({why}): taskset and prlimit limits only")
+        return None
+    try:
+        return cgroups.create(f"{os.getpid()}-{runtime.parent.name}", limits.cpus,
+                              (limits.memory_mb + 2 * limits.disk_mb + CGROUP_MEMORY_HEADROOM_MB) * 2**20,
+                              limits.processes)
+    except OSError as exc:
+        outcome.notes.append(f"no per-kernel cgroups ({exc}): taskset and prlimit limits only")
+        return None
 
 
 def _stopped_by_output_cap(nb) -> bool:

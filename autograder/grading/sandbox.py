@@ -81,11 +81,12 @@ def _process_cap(extra: int) -> int:
     return mine + extra
 
 
-def command_prefix(work_dir: Path, runtime_dir: Path, limits) -> list[str]:
-    """The command that wraps the kernel's own command line (``limits``: a runner.Limits)."""
+def command_prefix(work_dir: Path, runtime_dir: Path, limits, cgroup: bool = False) -> list[str]:
+    """The command that wraps the kernel's own command line (``limits``: a runner.Limits). With ``cgroup``
+    the kernel has groups of its own (cgroups.py): its process limit is ``pids.max`` there, not a per-uid cap."""
     prefix = ["prlimit", f"--data={limits.memory_mb * 1024 * 1024}", f"--fsize={512 * 1024 * 1024}",
               "--core=0", "--nofile=1024"]
-    if limits.sandbox and running_as_root():
+    if limits.sandbox and running_as_root() and not cgroup:
         prefix.append(f"--nproc={_process_cap(limits.processes)}")
     prefix.append("--")
     if limits.cpus and shutil.which("taskset"):
