@@ -72,12 +72,6 @@ def drop_observation_outputs(cell) -> None:
                        if not (out.get("output_type") == "display_data" and MIME in out.get("data", {}))]
 
 
-def _cuda_available() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
-
-
 def execute_in_place(path: Path, timeout: int = EXECUTION_TIMEOUT_S, lesson: str | None = None,
                      env: dict[str, str] | None = None) -> None:
     """Run a solution notebook top to bottom in its folder, store fresh outputs and its reference observations.
@@ -92,25 +86,13 @@ def execute_in_place(path: Path, timeout: int = EXECUTION_TIMEOUT_S, lesson: str
     nb = nbformat.read(path, as_version=4)
     for cell in nb.cells:  # timestamps would churn every diff and reach the student release
         cell.metadata.pop("execution", None)
-    # Cells tagged requires-cuda cannot run without a GPU: execute a one-line stand-in in their
-    # place (it prints that the cell was skipped and gets an execution count), then put the real
-    # source back, so a release made on a CPU neither errors nor loses the GPU code.
-    stand_ins: dict[int, str] = {}
-    cuda_cells = [i for i, c in enumerate(nb.cells)
-                  if c.cell_type == "code" and REQUIRES_CUDA_TAG in c.get("metadata", {}).get("tags", [])]
-    if cuda_cells and not _cuda_available():
-        for index in cuda_cells:
-            stand_ins[index] = nb.cells[index].source
-            nb.cells[index].source = CUDA_STAND_IN
+    # Cells tagged requires-cuda run as they are: each checks for CUDA itself (a test insists on
+    # it), so on a CPU the stored output is what the cell prints there, as a student will see it.
     client = NotebookClient(
         nb, timeout=timeout, kernel_name="python3", record_timing=False,
         resources={"metadata": {"path": str(path.parent)}},
     )
-    try:
-        client.execute(env=dict(os.environ, **(env or {}), PTE_OBSERVE="record"))
-    finally:
-        for index, source in stand_ins.items():
-            nb.cells[index].source = source
+    client.execute(env=dict(os.environ, **(env or {}), PTE_OBSERVE="record"))
     cells: dict[str, list[dict]] = {}
     for cell in nb.cells:
         if cell.cell_type != "code":

@@ -7,8 +7,9 @@ DEST receives the release (``notebooks/``), the kernel-side package the notebook
 and ``make check`` import, directly or not), the shipped data (``data/``,
 without the scripts that rebuild it), pinned ``requirements.txt`` and ``environment.yml``
 (the students' subset of the course's pins), a ``pyproject.toml`` that packages only the
-kernel side, a Makefile (``make lab``, ``make check``) and a student README; ``LICENSE``
-too if the course has one. The templates live in ``edition/`` of the course.
+kernel side, a Makefile (``make lab``, ``make check``), a student README and the course's two
+licences, ``LICENSE`` (MIT, the code) and ``LICENSE-CONTENT`` (CC BY-SA 4.0, the prose and
+figures). The templates live in ``edition/`` of the course.
 
 Left out: ``solutions/`` (answers, hidden tests, reference observations), the instructor's
 tools (``autograder/grading``, ``course.py``, ``__main__.py``, this module), ``tests/``,
@@ -39,7 +40,8 @@ HIDDEN_FILES = {course.REFERENCE_FILE}
 SKIP_PARTS = {"__pycache__", ".ipynb_checkpoints", ".pytest_cache"}
 SKIP_SUFFIXES = {".pyc", ".pyo"}
 LEAK_MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION", "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
-LICENCE_NAMES = ("LICENSE", "LICENSE.md", "LICENSE.txt", "LICENCE", "LICENCE.md", "COPYING")
+# the licences, shipped as they are; the student README (edition/README.md) says which covers what
+LICENCE_FILES = ("LICENSE", "LICENSE-CONTENT")
 
 # What students install: the notebooks' kernel and its packages, JupyterLab, nbgrader (the
 # Validate button, the Assignments tab and `nbgrader submit`) and what `make check` uses.
@@ -418,9 +420,11 @@ def build(dest: Path | str, lesson_ids: list[str] | None = None, root: Path = co
     for rel in course_files(root, "data"):
         if rel.suffix != ".py":                     # rebuild scripts need the instructor's tools
             copies[rel] = root / rel
-    licence = next((root / n for n in LICENCE_NAMES if (root / n).is_file()), None)
-    if licence:
-        copies[Path(licence.name)] = licence
+    for name in LICENCE_FILES:
+        if not (root / name).is_file():
+            raise EditionError(f"{name} is missing from the course: the edition ships the course's licences "
+                               f"({', '.join(LICENCE_FILES)}) and its README names them")
+        copies[Path(name)] = root / name
 
     # the kernel modules the shipped notebooks import (and `make check`), with what those import in turn:
     # an edition of some lessons carries no helper of a lesson it leaves out
@@ -466,7 +470,6 @@ def build(dest: Path | str, lesson_ids: list[str] | None = None, root: Path = co
         "lessons": lessons_table(release),
         "first_lesson": first,
         "course_id": course_id(root),
-        "licence_section": (f"\n## Licence\n\nSee `{licence.name}`.\n" if licence else ""),
     }
     (dest / "README.md").write_text(_fill((TEMPLATES / "README.md").read_text(), values))
     (dest / "pyproject.toml").write_text(_fill((TEMPLATES / "pyproject.toml").read_text(), values))

@@ -32,8 +32,8 @@ from test_lab import free_port, get_json
 
 LESSONS = course.lessons()
 ALL_LESSONS = course.lessons(narrowed=False)
-TOP_LEVEL = {".git", ".gitignore", ".student-edition", "Makefile", "README.md", "autograder", "data",
-             "environment.yml", "notebooks", "pyproject.toml", "requirements.txt"}
+TOP_LEVEL = {".git", ".gitignore", ".student-edition", "LICENSE", "LICENSE-CONTENT", "Makefile", "README.md",
+             "autograder", "data", "environment.yml", "notebooks", "pyproject.toml", "requirements.txt"}
 MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
 # a line of solution or hidden code this short may well occur elsewhere (`return x`, `else:`)
 MIN_SECRET_LINE = 10
@@ -300,7 +300,10 @@ def reachable_modules(root: Path) -> set[str]:
 
 
 def test_edition_holds_what_students_need(built):
-    assert {p.name for p in built.iterdir()} == TOP_LEVEL | ({"LICENSE"} & {p.name for p in kit.REPO.iterdir()})
+    assert {p.name for p in built.iterdir()} == TOP_LEVEL
+    for name in edition.LICENCE_FILES:
+        assert (built / name).read_bytes() == (kit.REPO / name).read_bytes(), f"{name} must ship unchanged"
+        assert f"`{name}`" in (built / "README.md").read_text(), f"the student README must name {name}"
     assert sorted(p.name for p in (built / "notebooks").iterdir()) == LESSONS
     for lesson in LESSONS:
         assert (built / "notebooks" / lesson / f"{lesson}.ipynb").is_file()
