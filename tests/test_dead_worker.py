@@ -79,9 +79,13 @@ def graded(tmp_path_factory):
     watcher = threading.Thread(target=watch, args=(scratch, stop, kills), daemon=True)
     watcher.start()
     try:
-        proc = subprocess.run([sys.executable, "-m", "autograder", "grade", "--course", str(root), "--jobs", "2",
-                               "--timeout-s", "200", "--cell-timeout-s", "90"], capture_output=True, text=True,
-                              timeout=900, env=dict(os.environ, PTE_SCRATCH=str(scratch)))
+        # output to files: the test waits for the grader itself, not for whoever holds its pipes
+        with open(base / "out.txt", "w+") as out, open(base / "err.txt", "w+") as err:
+            proc = subprocess.run([sys.executable, "-m", "autograder", "grade", "--course", str(root), "--jobs",
+                                   "2", "--timeout-s", "200", "--cell-timeout-s", "90"], stdout=out, stderr=err,
+                                  text=True, timeout=600, env=dict(os.environ, PTE_SCRATCH=str(scratch)))
+            err.seek(0)
+            proc.stderr = err.read()
     finally:
         stop.set()
         watcher.join()

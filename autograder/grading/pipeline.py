@@ -389,7 +389,13 @@ class Workers:
 
     def replace(self) -> None:
         self.replaced += 1
-        self.pool.shutdown(wait=True, cancel_futures=True)
+        survivors = list(getattr(self.pool, "_processes", {}).values())
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        for process in survivors:   # a survivor may wait forever on a lock the dead worker held
+            try:
+                process.kill()
+            except Exception:  # already gone
+                pass
         import queue
 
         while True:   # the dead workers never gave their slots back

@@ -96,6 +96,8 @@ class GradingClient(NotebookClient):
     kernel's unsent output grows until the memory cap kills it, which says nothing useful."""
 
     FLOOD_FACTOR = 10
+    KILL_FACTOR = 5      # times the flood limit: a kernel still sending then is killed
+    flood_killed = False
     output_limit = 2_000_000
     output_used = 0
     output_exceeded = False
@@ -114,8 +116,9 @@ class GradingClient(NotebookClient):
                     cell.outputs.append(_error_output(
                         "OutputFlood", f"this cell printed more than {flood / 1e6:g} MB and was interrupted"))
                     asyncio.ensure_future(self.km.interrupt_kernel())
-                if self.output_used > 2 * flood:
-                    kill_kernel_tree(self.km)   # it ignored the interrupt (or its own cap): nothing more is read
+                if self.output_used > self.KILL_FACTOR * flood and not self.flood_killed:
+                    self.flood_killed = True     # it ignored the interrupt and its own cap: nothing more is read
+                    kill_kernel_tree(self.km)
                 if self.output_used > flood:
                     return None   # past the flood limit nothing is kept, observations and errors included
                 if msg["msg_type"] == "error":
@@ -307,7 +310,11 @@ async def _run(nb, limits: Limits, work: Path, runtime: Path, outcome: Outcome, 
         oom = groups.oom_killed() if groups else False
         if groups:
             groups.remove()
-    if oom and not (watchdog and watchdog.tripped == "timeout"):
+    if client.flood_killed:
+        outcome.status = "output-limit"
+        killed_at = client.KILL_FACTOR * client.FLOOD_FACTOR * limits.output_mb
+        outcome.reason = f"a cell kept sending output past {killed_at:g} MB after an interrupt; its kernel was stopped"
+    elif oom and not (watchdog and watchdog.tripped == "timeout"):
         outcome.status, outcome.reason = "memory-limit", f"the kernel passed its memory limit ({limits.memory_mb} MB)"
     elif watchdog and watchdog.tripped == "timeout":
         outcome.status, outcome.reason = "timeout", f"the notebook ran longer than {limits.timeout_s:g} s"
