@@ -131,6 +131,21 @@ class KernelGroups:
                     time.sleep(0.05)
 
 
+def _sweep(parent: Path) -> None:
+    """Remove groups a grader left behind: named "<pid>-...", and that pid is gone (a live grader's stay)."""
+    try:
+        entries = [entry for entry in parent.iterdir() if entry.is_dir()]
+    except OSError:
+        return
+    for entry in entries:
+        pid = entry.name.split("-", 1)[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            try:
+                entry.rmdir()
+            except OSError:   # still has processes, or already gone
+                pass
+
+
 def create(name: str, cpus: str, memory_bytes: int, processes: int) -> KernelGroups | None:
     """Groups for one kernel (``cpus`` a cpuset list such as "1"; "" keeps all), or None if unavailable."""
     kind, _ = available()
@@ -139,6 +154,7 @@ def create(name: str, cpus: str, memory_bytes: int, processes: int) -> KernelGro
     own = _own_paths()
     if kind == "v2":
         folder = _v2_root() / own.get("", "/").lstrip("/") / PARENT / name
+        _sweep(folder.parent)
         folder.mkdir()
         if cpus:
             (folder / "cpuset.cpus").write_text(cpus)
@@ -148,6 +164,7 @@ def create(name: str, cpus: str, memory_bytes: int, processes: int) -> KernelGro
         return KernelGroups([folder], [folder / "cgroup.procs"], folder)
     folders = {controller: _v1_base(controller, own) / name for controller in CONTROLLERS}
     for folder in folders.values():
+        _sweep(folder.parent)
         folder.mkdir()
     _copy_cpuset(folders["cpuset"].parent, folders["cpuset"])
     if cpus:
