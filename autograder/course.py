@@ -124,17 +124,34 @@ def generate_release(course_root: Path = REPO_ROOT, lesson_ids: list[str] | None
             cwd=course_root, check=True,
         )
     for lesson in wanted:
-        _drop_widget_state(Path(course_root) / "notebooks" / lesson / f"{lesson}.ipynb")
+        _finish_release(Path(course_root) / "notebooks" / lesson / f"{lesson}.ipynb")
 
 
-def _drop_widget_state(path: Path) -> None:
-    """nbgrader keeps the notebook's metadata: the widget state of the solution's run (pictures the
-    solution drew, fresh model ids on every release) has no place in the student's copy."""
+RUN_ON_TAG = "raises-exception"
+
+
+def _finish_release(path: Path) -> None:
+    """What nbgrader's copy still needs before a student opens it.
+
+    - The widget state of the solution's run (pictures the solution drew, fresh model ids on every
+      release) has no place in the student's copy.
+    - Every test cell is tagged ``raises-exception``. An unsolved exercise fails its test, and
+      JupyterLab's Run All would otherwise stop there (the kernel aborts the queued cells): with the
+      tag, JupyterLab asks the kernel not to stop, so every demo below still runs and every test
+      shows its failure. The tag changes nothing about grading: a test that raises still scores 0 in
+      nbgrader and in ``python -m autograder grade``, and the solutions, which nbval runs, have no tag.
+    """
     if not path.is_file():
         return
     nb = nbformat.read(path, as_version=4)
-    if nb.metadata.pop("widgets", None) is not None:
-        nbformat.write(nb, path)
+    nb.metadata.pop("widgets", None)
+    for cell in nb.cells:
+        meta = cell.get("metadata", {})
+        if cell.cell_type == "code" and meta.get("nbgrader", {}).get("grade"):
+            tags = meta.setdefault("tags", [])
+            if RUN_ON_TAG not in tags:
+                tags.append(RUN_ON_TAG)
+    nbformat.write(nb, path)
 
 
 def release(course_root: Path = REPO_ROOT, lesson_ids: list[str] | None = None, execute: bool = True) -> None:

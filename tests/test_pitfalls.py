@@ -14,7 +14,10 @@ runs the test cell of its exercise in two parts:
 - the hidden part, recording, as under ``python -m autograder grade``: the grader's own
   judge must reject its observations.
 
-``HIDDEN_ONLY`` answers must pass the visible part and fail only the hidden one. Before
+``HIDDEN_ONLY`` answers must pass the visible part and fail only the hidden one. ``PLAUSIBLE``
+answers are the mistakes students make that the spec's pitfall list does not name; they must
+fail the hidden part (the visible one may catch them too). ``RIGHT_ANSWERS`` are correct answers
+written differently; they must pass both. Before
 any wrong answer, the solution's own observations must be accepted by the judge.
 
 A lesson whose table also has ``FORGERIES`` is held to more. Everything computed in the
@@ -276,6 +279,31 @@ def test_hidden_only_wrong_answer_fails_only_hidden_checks(lesson, exercise, des
     assert outcome["visible"].status == "ok", f"'{description}' fails a visible check: {outcome['visible'].evalue}"
     assert not outcome["hidden"].passed, f"'{description}' passes the hidden checks of {exercise}"
     check_rejected_on_values(lesson, exercise, description, outcome)
+
+
+@pytest.mark.parametrize("lesson,exercise,description", cases("PLAUSIBLE"))
+def test_plausible_wrong_answer_loses_its_points(lesson, exercise, description):
+    """A wrong answer a student would really write, that the spec's pitfall list does not name (a rule stated
+    but not listed, a weaker property, a state left changed, a clean-up only on success): the hidden checks
+    reject it. A visible check may catch it too; it need not."""
+    answer = kit.load_pitfall_module(lesson).PLAUSIBLE[exercise][description].strip("\n")
+    outcome = session(lesson).try_answer(exercise, answer)
+    assert outcome["defined"].status == "ok", f"'{description}' does not run: {outcome['defined'].evalue}"
+    assert not outcome["hidden"].passed, f"'{description}' passes the hidden checks of {exercise}"
+    check_rejected_on_values(lesson, exercise, description, outcome)
+
+
+@pytest.mark.parametrize("lesson,exercise,description", cases("RIGHT_ANSWERS"))
+def test_right_answer_written_differently_keeps_its_points(lesson, exercise, description):
+    """A correct answer in another style (another API, another order of operations, float64 inside, prints and
+    warnings) passes the visible checks and the judge."""
+    answer = kit.load_pitfall_module(lesson).RIGHT_ANSWERS[exercise][description].strip("\n")
+    outcome = session(lesson).try_answer(exercise, answer)
+    assert outcome["defined"].status == "ok", f"'{description}' does not run: {outcome['defined'].evalue}"
+    assert outcome["visible"].status == "ok", (
+        f"the right answer '{description}' fails a visible check of {exercise}: {outcome['visible'].evalue}")
+    assert outcome["hidden"].passed, (
+        f"the right answer '{description}' fails the hidden checks of {exercise}: {outcome['hidden'].reason}")
 
 
 @pytest.mark.parametrize("lesson,exercise,description", cases("FORGERIES"))
