@@ -13,8 +13,6 @@ import nbformat
 REPO_ROOT = Path(__file__).resolve().parents[1]
 LESSON_ID = re.compile(r"^\d\d_[a-z0-9_]+$")
 EXECUTION_TIMEOUT_S = 600
-REQUIRES_CUDA_TAG = "requires-cuda"
-CUDA_STAND_IN = 'print("skipped on this machine: this cell requires CUDA (torch.cuda.is_available() is False)")'
 
 # nbgrader shells out to `alembic` (and the tools to `jupyter`): make this environment's
 # scripts reachable even when the venv was not activated (`.venv/bin/python -m ...`).
@@ -23,6 +21,7 @@ if _SCRIPTS not in os.environ.get("PATH", "").split(os.pathsep):
     os.environ["PATH"] = _SCRIPTS + os.pathsep + os.environ.get("PATH", "")
 
 
+from autograder.kernel import protocol  # noqa: E402
 from autograder.kernel.paths import data_dir  # noqa: E402,F401  (one definition, shared with kernels)
 
 
@@ -49,7 +48,7 @@ def nbgrader_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "nbgrader", *args]
 
 
-REFERENCE_FILE = "reference_observations.json"
+REFERENCE_FILE = protocol.REFERENCE_FILE
 
 
 def reference_path(lesson: str, course_root: Path = REPO_ROOT) -> Path:
@@ -108,7 +107,7 @@ def execute_in_place(path: Path, timeout: int = EXECUTION_TIMEOUT_S, lesson: str
             cells[grade_id] = [{k: o[k] for k in ("label", "value", "atol", "rtol", "hint")} for o in observed]
     nbformat.write(nb, path)
     lesson = lesson or path.stem
-    reference = {"format": 1, "lesson": lesson, "cells": cells}
+    reference = {"format": protocol.REFERENCE_FORMAT, "lesson": lesson, "cells": cells}
     (path.parent / REFERENCE_FILE).write_text(json.dumps(reference, indent=1, sort_keys=True) + "\n")
 
 
@@ -127,7 +126,7 @@ def generate_release(course_root: Path = REPO_ROOT, lesson_ids: list[str] | None
         _finish_release(Path(course_root) / "notebooks" / lesson / f"{lesson}.ipynb")
 
 
-RUN_ON_TAG = "raises-exception"
+RUN_ON_TAG = protocol.RAISES_EXCEPTION
 
 
 def _finish_release(path: Path) -> None:

@@ -33,13 +33,14 @@ from importlib import metadata
 from pathlib import Path
 
 from . import course
+from .kernel import protocol
 
 TEMPLATES = course.REPO_ROOT / "edition"
 MARKER = ".student-edition"
 HIDDEN_FILES = {course.REFERENCE_FILE}
 SKIP_PARTS = {"__pycache__", ".ipynb_checkpoints", ".pytest_cache"}
 SKIP_SUFFIXES = {".pyc", ".pyo"}
-LEAK_MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION", "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
+LEAK_MARKERS = protocol.MARKERS
 # the licences, shipped as they are; the student README (edition/README.md) says which covers what
 LICENCE_FILES = ("LICENSE", "LICENSE-CONTENT")
 
@@ -392,8 +393,6 @@ def _prepare_dest(dest: Path, root: Path) -> None:
 def build(dest: Path | str, lesson_ids: list[str] | None = None, root: Path = course.REPO_ROOT,
           git: bool = False) -> Path:
     """Write the student edition into ``dest`` (see the module docstring); returns ``dest``."""
-    import nbformat
-
     root = Path(root)
     dest = Path(dest).resolve()
     known = course.lessons(root, narrowed=False)
@@ -401,6 +400,26 @@ def build(dest: Path | str, lesson_ids: list[str] | None = None, root: Path = co
     unknown = [lesson for lesson in lesson_ids if lesson not in known]
     if unknown:
         raise EditionError(f"unknown lesson(s): {', '.join(unknown)}; known: {', '.join(known)}")
+    release = _read_release(root, lesson_ids)
+    copies = _course_copies(root, lesson_ids)
+    package, pins = _shipped_package(root, lesson_ids, copies)
+    _prepare_dest(dest, root)
+    for rel, src in sorted(copies.items()):
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if rel == Path("data/README.md"):
+            target.write_text(data_readme(src.read_text()))
+        else:
+            shutil.copyfile(src, target)
+    (dest / "autograder" / "__init__.py").write_text(PACKAGE_INIT)
+    _write_project_files(dest, root, release, package, pins, lesson_ids[0])
+    if git and not commit(dest, lesson_ids):
+        print(f"{dest}: unchanged since its last commit")
+    return dest
+
+
+def _read_release(root: Path, lesson_ids: list[str]) -> dict:
+    import nbformat
 
     release = {}
     for lesson in lesson_ids:
@@ -409,8 +428,11 @@ def build(dest: Path | str, lesson_ids: list[str] | None = None, root: Path = co
             raise EditionError(f"notebooks/{lesson}/{lesson}.ipynb is missing: run `make release`")
         release[lesson] = nbformat.read(path, as_version=4)
         check_release(lesson, release[lesson])
+    return release
 
-    # what goes where: relative path in the edition -> source file in the course
+
+def _course_copies(root: Path, lesson_ids: list[str]) -> dict[Path, Path]:
+    """What goes where: relative path in the edition -> source file in the course."""
     copies: dict[Path, Path] = {}
     for lesson in lesson_ids:
         for rel in course_files(root, f"notebooks/{lesson}"):
@@ -425,9 +447,13 @@ def build(dest: Path | str, lesson_ids: list[str] | None = None, root: Path = co
             raise EditionError(f"{name} is missing from the course: the edition ships the course's licences "
                                f"({', '.join(LICENCE_FILES)}) and its README names them")
         copies[Path(name)] = root / name
+    return copies
 
-    # the kernel modules the shipped notebooks import (and `make check`), with what those import in turn:
-    # an edition of some lessons carries no helper of a lesson it leaves out
+
+def _shipped_package(root: Path, lesson_ids: list[str], copies: dict[Path, Path]) -> tuple[dict, list]:
+    """The kernel modules the shipped notebooks import (and `make check`), with what those import in turn (an
+    edition of some lessons carries no helper of a lesson it leaves out; ``copies`` loses the others), and the
+    pinned packages that code imports. Every autograder module it imports must ship."""
     notebook_code = {f"notebooks/{lesson}": _code_of_notebook(root / "notebooks" / lesson / f"{lesson}.ipynb")
                      for lesson in lesson_ids}
     package = {rel: src.read_text() for rel, src in copies.items()
@@ -438,8 +464,6 @@ def build(dest: Path | str, lesson_ids: list[str] | None = None, root: Path = co
     for rel in [r for r in package if r not in keep]:
         del package[rel]
         copies.pop(rel, None)
-
-    # imports of the shipped code: every autograder module must ship, every package must be pinned
     sources = {str(rel): [text] for rel, text in package.items()}
     sources.update(notebook_code)
     imported = imports_of(sources)
@@ -449,20 +473,11 @@ def build(dest: Path | str, lesson_ids: list[str] | None = None, root: Path = co
         raise EditionError(f"the edition would not ship modules that its code imports: {details}. "
                            "Lesson helpers belong in autograder/kernel/; regenerate stale notebooks with "
                            "`make release`.")
-    pins = student_pins(imported, root)
+    return package, student_pins(imported, root)
 
-    _prepare_dest(dest, root)
-    for rel, src in sorted(copies.items()):
-        target = dest / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if rel == Path("data/README.md"):
-            target.write_text(data_readme(src.read_text()))
-        else:
-            shutil.copyfile(src, target)
-    (dest / "autograder" / "__init__.py").write_text(PACKAGE_INIT)
 
+def _write_project_files(dest: Path, root: Path, release: dict, package: dict, pins, first: str) -> None:
     packages = sorted(".".join(rel.parent.parts) for rel in package if rel.name == "__init__.py")
-    first = lesson_ids[0]
     values = {
         "version": course_version(root),
         "dependencies": ", ".join(f'"{name}"' for name in pins),
@@ -479,9 +494,6 @@ def build(dest: Path | str, lesson_ids: list[str] | None = None, root: Path = co
     (dest / "environment.yml").write_text(environment_yml(pins))
     (dest / MARKER).write_text("Written by `python -m autograder.edition` of the PyTorch Essentials course.\n"
                                "Rebuilding it replaces everything in this folder except .git/.\n")
-    if git and not commit(dest, lesson_ids):
-        print(f"{dest}: unchanged since its last commit")
-    return dest
 
 
 def commit(dest: Path, lesson_ids: list[str]) -> bool:

@@ -3,7 +3,9 @@
     python bench/bench_grading.py [--students 20] [--jobs 2] [--lessons ID ...]   (make bench-grading)
 
 Half the students submit the solutions, half the untouched release. Prints both wall
-times, their ratio, and the per-notebook overhead of the grading command at --jobs 1:
+times, their ratio (the target is at most 0.55 with 2 jobs on 2 cores), the grader's own peak
+memory (the command and its worker processes, kernels left out), a class-scale run (--class-size
+submissions of the lesson slowest to grade), and the per-notebook overhead at --jobs 1:
 its wall time minus the notebooks' own execution time (measured inside each kernel,
 from the first cell to the last), divided by the number of notebooks. Kernel start-up,
 sandboxing, rebuilding the notebook, recording in the gradebook and feedback HTML are
@@ -40,9 +42,32 @@ def build_class(root: Path, lessons: list[str], students: int) -> Path:
     return root
 
 
+PEAK = {"grader_mb": 0.0}
+
+
 def timed(cmd: list[str], cwd: Path) -> float:
+    """Wall time of ``cmd``; the peak resident memory of its process tree without the kernels goes to PEAK."""
+    import psutil
+
     start = time.perf_counter()
-    subprocess.run(cmd, cwd=cwd, check=False, capture_output=True)
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    peak = 0.0
+    while proc.poll() is None:
+        try:
+            tree = [psutil.Process(proc.pid)] + psutil.Process(proc.pid).children(recursive=True)
+            rss = 0
+            for p in tree:
+                try:
+                    line = " ".join(p.cmdline())
+                    if "ipykernel" not in line and "bwrap" not in line and "prlimit" not in line:
+                        rss += p.memory_info().rss
+                except psutil.Error:
+                    pass
+            peak = max(peak, rss / 2**20)
+        except psutil.Error:
+            pass
+        time.sleep(0.2)
+    PEAK["grader_mb"] = peak
     return time.perf_counter() - start
 
 
@@ -76,6 +101,9 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--lessons", nargs="*", default=None)
     parser.add_argument("--hog-only", action="store_true", help="only the CPU-hog neighbour measurement")
+    parser.add_argument("--class-size", type=int, default=40,
+                        help="submissions in the class-scale run of the slowest lesson (0: skip it)")
+    parser.add_argument("--slowest", default="04_training_loop", help="the lesson slowest to grade")
     args = parser.parse_args()
     lessons = args.lessons or course.lessons()
     work = Path(tempfile.mkdtemp(prefix="pte-bench-"))
@@ -99,8 +127,17 @@ def main() -> int:
         print(f"nbgrader autograde, serial:          {serial:8.1f} s", flush=True)
         ours = timed([sys.executable, "-m", "autograder", "grade", "--course", str(ours_root),
                       "--jobs", str(args.jobs)], ours_root)
-        print(f"autograder grade --jobs {args.jobs}:            {ours:8.1f} s   speed-up {serial / ours:.2f}x",
-              flush=True)
+        print(f"autograder grade --jobs {args.jobs}:            {ours:8.1f} s   {ours / serial:.2f}x the serial time "
+              f"(target <= 0.55); grader's own peak memory {PEAK['grader_mb']:.0f} MB", flush=True)
+        if args.class_size:
+            scale_root = build_class(work / "scale", [args.slowest], args.class_size)
+            scale = timed([sys.executable, "-m", "autograder", "grade", "--course", str(scale_root),
+                           "--jobs", str(args.jobs)], scale_root)
+            report = json.loads((scale_root / "grading-report.json").read_text())
+            statuses = sorted({s["status"] for s in report["submissions"]})
+            print(f"class scale: {args.class_size} submissions of {args.slowest}, --jobs {args.jobs}: {scale:.1f} s "
+                  f"({scale / args.class_size:.1f} s each; statuses: {', '.join(statuses)}); grader's own peak "
+                  f"memory {PEAK['grader_mb']:.0f} MB", flush=True)
 
         solo = timed([sys.executable, "-m", "autograder", "grade", "--course", str(solo_root), "--jobs", "1"],
                      solo_root)

@@ -23,8 +23,9 @@ import os
 import pytest
 
 import autograder.course  # noqa: F401
+from autograder.kernel import protocol
 
-REQUIRES_CUDA = "requires-cuda"
+REQUIRES_CUDA = protocol.REQUIRES_CUDA
 SKIP_REASON = "requires CUDA (not available here)"
 EXPECT_CUDA_ENV = "PTE_EXPECT_CUDA"
 # requires-cuda cells this process expects to run, and those that did (nodeids); under xdist

@@ -15,14 +15,14 @@ from pathlib import Path
 import nbformat
 
 from autograder import course
+from autograder.kernel import protocol
 
 REPO = course.REPO_ROOT
 PITFALL_DIR = Path(__file__).parent / "pitfalls"
 MARKER_LINE = re.compile(r"^\s*### (BEGIN|END) (SOLUTION|HIDDEN TESTS)\s*$")
 
 
-def nbgrader_meta(cell) -> dict:
-    return cell.get("metadata", {}).get("nbgrader", {})
+nbgrader_meta = protocol.nbgrader_meta
 
 
 def exercises(nb) -> dict[str, dict]:

@@ -170,14 +170,6 @@ def test_no_autograd_history():
     assert "still attached to the autograd graph" in text and "CloneBackward0" in text
 
 
-def test_checks_survive_patched_torch(monkeypatch):
-    """A submission that rebinds torch's comparison functions does not change the verdicts."""
-    monkeypatch.setattr(torch, "allclose", lambda *a, **k: True)
-    monkeypatch.setattr(torch, "equal", lambda *a, **k: True)
-    monkeypatch.setattr(torch, "isnan", lambda t: torch.zeros_like(t, dtype=torch.bool))
-    assert "values differ" in failure(checks.check_tensor, torch.tensor([2.0]), torch.tensor([1.0]))
-
-
 def test_passed_prints(capsys):
     checks.passed("thing")
     assert capsys.readouterr().out == "All checks passed: thing\n"

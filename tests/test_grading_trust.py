@@ -62,6 +62,19 @@ SNOOP = (  # prints every place where the kernel keeps what the hidden tests did
 WIDEN_AFFINITY = ("import os\n"
                   "try:\n    os.sched_setaffinity(0, set(range(os.cpu_count())))\nexcept OSError:\n    pass\n"
                   "print('cpus after widening:', sorted(os.sched_getaffinity(0)))\n")
+# ... and tries to fill the one folder it shares with the grader (where its connection file is) with 64 MB
+FILL_RUNTIME = ("import sys\n"
+                "runtime = os.path.dirname(sys.argv[sys.argv.index('-f') + 1])\n"
+                "written = 0\n"
+                "try:\n"
+                "    with open(os.path.join(runtime, 'ballast'), 'wb') as f:\n"
+                "        for _ in range(64):\n"
+                "            f.write(b'x' * 2**20)\n"
+                "            f.flush()\n"
+                "            written += 1\n"
+                "except OSError as exc:\n"
+                "    print('runtime write stopped:', exc.errno)\n"
+                "print('runtime MB written:', written)\n")
 
 
 def plant_markers(root: Path) -> None:
@@ -111,7 +124,7 @@ def graded(tmp_path_factory):
     leaky.cells.append(later)
     kit.submit(root, "leaky", LESSON, leaky)
     widens = kit.fill_answers(release_nb, solution_nb)
-    grab = nbformat.v4.new_code_cell(WIDEN_AFFINITY)
+    grab = nbformat.v4.new_code_cell(WIDEN_AFFINITY + FILL_RUNTIME)
     grab["id"] = "student-affinity"
     setup = next(i for i, c in enumerate(widens.cells) if c.cell_type == "code")
     widens.cells.insert(setup + 1, grab)
@@ -202,3 +215,16 @@ def test_a_kernel_stays_in_its_cpuset(graded):
     text = "".join(o.get("text", "") for o in cell.outputs)
     cpus = text.split("cpus after widening:")[1].strip()
     assert cpus.count(",") == 0, f"the kernel widened its CPU set: {text!r}"
+
+
+def test_the_runtime_folder_is_a_small_tmpfs(graded):
+    """The runtime folder (connection file, sockets) is the one folder a kernel shares with the grader: as
+    root it is a tmpfs of its own, so a kernel that writes 64 MB there stops at its cap, on no host disk."""
+    from autograder.grading import sandbox
+
+    root, _, _ = graded
+    nb = nbformat.read(root / "autograded" / "widens-affinity" / LESSON / f"{LESSON}.ipynb", as_version=4)
+    cell = next(c for c in nb.cells if c.get("id") == "student-affinity")
+    text = "".join(o.get("text", "") for o in cell.outputs)
+    written = int(text.split("runtime MB written:")[1].split()[0])
+    assert "runtime write stopped: 28" in text and written < sandbox.RUNTIME_MB, text   # 28: ENOSPC

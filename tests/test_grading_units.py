@@ -1,11 +1,13 @@
 """Fast unit tests of the grading pipeline's parts (no kernel started)."""
 import io
+import json
 import os
 
 import nbformat
 import pytest
 
-from autograder.grading import canonical, pipeline
+from autograder.grading import canonical, pipeline, settings
+from autograder.grading.settings import Settings
 
 
 def _nb(*cells):
@@ -102,7 +104,7 @@ def test_refusing_to_grade_without_bubblewrap(monkeypatch, tmp_path):
     monkeypatch.setattr(pipeline, "course_layout", lambda coursedir: {})
     monkeypatch.setattr(pipeline, "discover", lambda *a: [])
     with pytest.raises(pipeline.UsageError, match="--sandbox none"):
-        pipeline.grade(pipeline.Options(course=tmp_path))
+        pipeline.grade(tmp_path)
 
 
 def test_cpu_sets_share_the_cores(monkeypatch):
@@ -191,7 +193,7 @@ def test_both_graders_pin_the_same_thread_count(monkeypatch):
     monkeypatch.setenv("MKL_NUM_THREADS", "7")
     config = Config()
     runpy.run_path(str(course.REPO_ROOT / "nbgrader_config.py"), init_globals={"get_config": lambda: config})
-    threads = pipeline.course_settings(pipeline.load_coursedir(course.REPO_ROOT))["threads"]
+    threads = Settings.resolve(course.REPO_ROOT, pipeline.load_coursedir(course.REPO_ROOT).config).threads
     assert os.environ["OMP_NUM_THREADS"] == os.environ["MKL_NUM_THREADS"] == str(threads) == "1"
 
 
@@ -231,3 +233,63 @@ def test_retry_policy_confirms_a_timeout_only_beside_others():
     assert not pipeline.rerun_alone(timeout, jobs=1, graded_together=3)
     assert not pipeline.rerun_alone(timeout, jobs=2, graded_together=1)
     assert not pipeline.rerun_alone(graded, jobs=2, graded_together=3)
+
+
+def _course_with_config(tmp_path, config: str):
+    tmp_path.mkdir(exist_ok=True)
+    (tmp_path / "nbgrader_config.py").write_text("c = get_config()\n" + config)
+    (tmp_path / "submitted").mkdir()
+    return tmp_path
+
+
+def test_settings_come_from_the_course_config_then_the_command_line(tmp_path):
+    """Defaults < nbgrader_config.py (Execute.timeout, PTEGrading.*) < the command line."""
+    root = _course_with_config(tmp_path, "c.Execute.timeout = 7\nc.PTEGrading.kernel_threads = 3\n"
+                                         "c.PTEGrading.memory_mb = 1024\n")
+    config = pipeline.load_coursedir(root).config
+    found = Settings.resolve(root, config)
+    assert (found.cell_timeout_s, found.threads, found.memory_mb, found.output_mb) == (7.0, 3, 1024, 2.0)
+    given = Settings.resolve(root, config, {"memory_mb": 2000, "cell_timeout_s": None, "threads": 2})
+    assert (given.cell_timeout_s, given.threads, given.memory_mb) == (7.0, 2, 2000)
+    bare = Settings.resolve(_course_with_config(tmp_path / "bare", ""),
+                            pipeline.load_coursedir(tmp_path / "bare").config)
+    assert bare.cell_timeout_s == settings.nbgrader_cell_timeout() == 30.0   # plain nbgrader's own default
+    with pytest.raises(ValueError, match="PTEGrading.memory"):
+        Settings.resolve(root, {"PTEGrading": {"memory": 1}})
+
+
+def test_the_grading_command_runs_kernels_with_what_the_config_says(tmp_path, monkeypatch):
+    """Not only does the config say it: the plan the command executes carries it into every job's limits."""
+    root = _course_with_config(tmp_path, "c.Execute.timeout = 7\nc.PTEGrading.kernel_threads = 3\n")
+    monkeypatch.setenv("PTE_SCRATCH", str(tmp_path))
+    run = pipeline.plan(root, {"sandbox": "none", "memory_mb": 1500}, pipeline.Progress(0, io.StringIO()))
+    run.layout["01_x"] = {"notebooks": {"01_x": 10.0}, "tests": {"01_x": {}}}
+    job = run.job("ann", "01_x")
+    assert (job.limits.cell_timeout_s, job.limits.threads, job.limits.memory_mb) == (7.0, 3, 1500)
+    assert job.limits.timeout_s == settings.default("timeout_s")
+    capped = pipeline.plan(root, {"sandbox": "none", "timeout_s": 5}, pipeline.Progress(0, io.StringIO()))
+    assert capped.limits.cell_timeout_s == 5   # a cell never outlives its notebook
+
+
+def test_phase_two_is_nbgraders_own_autograde_with_only_execution_swapped(tmp_path):
+    from nbgrader.converters import Autograde
+
+    from autograder import course
+    from autograder.grading import phase2
+
+    default = list(Autograde.class_traits()["autograde_preprocessors"].default())
+    ours = phase2.autograde_preprocessors(course.REPO_ROOT)
+    assert len(ours) == len(default) and ours[0] is phase2.LoadStaged
+    assert ours[1:] == default[1:] and any(step.__name__ == "IgnorePattern" for step in ours)
+    custom = _course_with_config(tmp_path, "from nbgrader.preprocessors import Execute, LimitOutput\n"
+                                           "c.Autograde.autograde_preprocessors = [LimitOutput, Execute]\n")
+    assert [s.__name__ for s in phase2.autograde_preprocessors(custom)] == ["LimitOutput", "LoadStaged"]
+
+
+def test_every_status_is_one_enum_member():
+    from autograder.grading.status import Status
+
+    result = pipeline.NotebookResult("s", "a", "n", status="memory-limit")
+    assert result.status is Status.MEMORY_LIMIT and json.dumps(result.status) == '"memory-limit"'
+    with pytest.raises(ValueError):
+        pipeline.NotebookResult("s", "a", "n", status="fine")

@@ -43,12 +43,13 @@ import pytest
 
 import coursekit as kit
 from autograder import course
+from autograder.kernel import protocol
 from autograder.grading import judge
 from kernelkit import Kernel
 
 LESSONS = course.lessons()
 UPDATE = os.environ.get("PTE_UPDATE_MESSAGES") == "1"
-HIDDEN_START, HIDDEN_END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
+HIDDEN_START, HIDDEN_END = protocol.HIDDEN_BEGIN, protocol.HIDDEN_END
 
 
 def split_test(source: str) -> tuple[str, str]:
@@ -123,7 +124,7 @@ def cells_to_run(nb) -> list:
     """What the pitfall kernel runs: the Setup section, every answer and test cell, and any other cell
     that binds a name a test cell reads without binding it (nothing else defines). The demos are
     nbval's business; skipping them makes the kernel's start a few seconds instead of a whole lesson."""
-    code = [c for c in nb.cells if c.cell_type == "code" and "requires-cuda" not in c.metadata.get("tags", [])]
+    code = [c for c in nb.cells if c.cell_type == "code" and protocol.REQUIRES_CUDA not in protocol.tags(c)]
     needed = set()
     for cell in code:
         if kit.nbgrader_meta(cell).get("grade"):

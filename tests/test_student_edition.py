@@ -27,14 +27,14 @@ import pytest
 
 import coursekit as kit
 from autograder import course, edition
-from autograder.kernel import selfcheck
+from autograder.kernel import protocol, selfcheck
 from test_lab import free_port, get_json
 
 LESSONS = course.lessons()
 ALL_LESSONS = course.lessons(narrowed=False)
 TOP_LEVEL = {".git", ".gitignore", ".student-edition", "LICENSE", "LICENSE-CONTENT", "Makefile", "README.md",
              "autograder", "data", "environment.yml", "notebooks", "pyproject.toml", "requirements.txt"}
-MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
+MARKERS = tuple(marker.lstrip("# ") for marker in protocol.MARKERS)
 # a line of solution or hidden code this short may well occur elsewhere (`return x`, `else:`)
 MIN_SECRET_LINE = 10
 # this many consecutive lines of a solution or hidden test are a copy, however generic each line is

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 
-HIDDEN = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS[ \t]*$", re.S | re.M)
+from ..kernel import protocol
+from .status import Status
+
 
 
 MAX_CELLS = 2000
@@ -33,7 +34,7 @@ class SubmissionError(Exception):
 
     def __init__(self, status: str, reason: str):
         super().__init__(reason)
-        self.status, self.reason = status, reason
+        self.status, self.reason = Status(status), reason
 
 
 @dataclass
@@ -44,8 +45,7 @@ class Canonical:
     deleted_tests: set[str] = field(default_factory=set)
 
 
-def _meta(cell) -> dict:
-    return cell.get("metadata", {}).get("nbgrader", {}) or {}
+_meta = protocol.nbgrader_meta
 
 
 def read_submission(path: Path, data: bytes | None = None) -> nbformat.NotebookNode:
@@ -54,29 +54,31 @@ def read_submission(path: Path, data: bytes | None = None) -> nbformat.NotebookN
     try:
         raw = (path.read_bytes() if data is None else data).decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise SubmissionError("corrupt", f"{path.name} is not UTF-8 text ({exc.reason})") from None
+        raise SubmissionError(Status.CORRUPT, f"{path.name} is not UTF-8 text ({exc.reason})") from None
     try:
         data = json.loads(raw)
     except json.JSONDecodeError as exc:
-        raise SubmissionError("corrupt", f"{path.name} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
+        raise SubmissionError(Status.CORRUPT, f"{path.name} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
     if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
-        raise SubmissionError("corrupt", f"{path.name} is JSON but not a notebook (no list of cells)")
+        raise SubmissionError(Status.CORRUPT, f"{path.name} is JSON but not a notebook (no list of cells)")
     if data.get("nbformat") != 4:
-        raise SubmissionError("corrupt", f"{path.name} is not a version 4 notebook (nbformat={data.get('nbformat')!r})")
+        raise SubmissionError(Status.CORRUPT,
+                              f"{path.name} is not a version 4 notebook (nbformat={data.get('nbformat')!r})")
     if len(data["cells"]) > MAX_CELLS:
-        raise SubmissionError("refused", f"{path.name} has {len(data['cells'])} cells; the limit is {MAX_CELLS} "
+        raise SubmissionError(Status.REFUSED, f"{path.name} has {len(data['cells'])} cells; the limit is {MAX_CELLS} "
                                          "(a lesson has fewer than 100)")
     for cell in data["cells"]:
         source = cell.get("source") if isinstance(cell, dict) else None
         if not (isinstance(source, str) or (isinstance(source, list) and all(isinstance(x, str) for x in source))):
-            raise SubmissionError("corrupt", f"{path.name} is not a readable notebook (a cell has no text source)")
+            raise SubmissionError(Status.CORRUPT, f"{path.name} is not a readable notebook (a cell has no text source)")
     try:
         nb = nbformat.reads(raw, as_version=4)
     except Exception as exc:  # nbformat raises several types for malformed notebooks
-        raise SubmissionError("corrupt", f"{path.name} is not a readable notebook ({type(exc).__name__})") from None
+        raise SubmissionError(Status.CORRUPT,
+                              f"{path.name} is not a readable notebook ({type(exc).__name__})") from None
     for cell in nb.cells:
         if not isinstance(cell.get("source", ""), str) or cell.get("cell_type") not in ("code", "markdown", "raw"):
-            raise SubmissionError("corrupt", f"{path.name} has a malformed cell")
+            raise SubmissionError(Status.CORRUPT, f"{path.name} has a malformed cell")
     return nb
 
 
@@ -152,14 +154,9 @@ def split_hidden_tests(source: str) -> tuple[str, str]:
 
     The grader runs them one after the other, so the kernel holds no hidden code while the visible
     checks run. A cell without hidden tests is all visible."""
-    match = HIDDEN.search(source)
-    if match is None:
-        return source, ""
-    hidden = match.group(0).split("\n", 1)[1] if "\n" in match.group(0) else ""
-    hidden = hidden.rsplit("### END HIDDEN TESTS", 1)[0]
-    return source[:match.start()], hidden + source[match.end():]
+    return protocol.split_hidden(source)
 
 
 def strip_hidden_tests(source: str) -> str:
     """A test cell's source as feedback may show it: hidden tests replaced by one line."""
-    return HIDDEN.sub("# (hidden tests run here; their code is not shown)", source)
+    return protocol.HIDDEN_BLOCK.sub("# (hidden tests run here; their code is not shown)", source)

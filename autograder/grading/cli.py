@@ -1,47 +1,63 @@
-"""``python -m autograder grade``: argument parsing and exit codes (0 all graded, 3 some not, 2 bad arguments)."""
+"""``python -m autograder grade``: argument parsing and exit codes (0 all graded, 3 some not, 2 bad arguments).
+
+Every option left out takes the course's ``nbgrader_config.py`` value, else the default in ``settings.py``.
+"""
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from .settings import default
 
 
 def add_parser(commands) -> None:
     grade = commands.add_parser(
         "grade", help="autograde a class in parallel, sandboxed, with per-submission limits",
         description="Grade DIR/submitted/<student>/<assignment>/*.ipynb with the course's nbgrader_config.py; "
-                    "write DIR/autograded, DIR/feedback, DIR/grades.csv and DIR/grading-report.json.")
+                    "write DIR/autograded, DIR/feedback, DIR/grades.csv and DIR/grading-report.json. Options "
+                    "not given come from the course config (c.Execute.timeout, c.PTEGrading.<name>), else from "
+                    "the defaults shown.")
     grade.add_argument("--course", required=True, type=Path, help="the nbgrader course folder")
-    grade.add_argument("--assignment", action="append", help="grade only this assignment (repeatable)")
-    grade.add_argument("--student", action="append", help="grade only this student (repeatable)")
-    grade.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="students graded at once (default: cores)")
-    grade.add_argument("--timeout-s", type=float, default=600.0, help="wall-clock cap per notebook (default 600)")
-    grade.add_argument("--cell-timeout-s", type=float, default=None, help="cap per cell (default min(120, timeout))")
-    grade.add_argument("--memory-mb", type=int, default=3072, help="memory cap per notebook (default 3072)")
-    grade.add_argument("--output-mb", type=float, default=2.0, help="output cap per notebook (default 2)")
-    grade.add_argument("--sandbox", choices=["auto", "bwrap", "none"], default="auto",
+    grade.add_argument("--assignment", action="append", dest="assignments", metavar="ID",
+                       help="grade only this assignment (repeatable)")
+    grade.add_argument("--student", action="append", dest="students", metavar="ID",
+                       help="grade only this student (repeatable)")
+    numbers = [("--jobs", int, "students graded at once (default: cores, %s here)"),
+               ("--timeout-s", float, "wall-clock cap per notebook (default %s)"),
+               ("--cell-timeout-s", float, "cap per cell (default: the course's Execute.timeout, at most the "
+                                           "notebook's cap)"),
+               ("--memory-mb", int, "memory cap per kernel (default %s)"),
+               ("--output-mb", float, "output cap per notebook (default %s)"),
+               ("--disk-mb", int, "size of each tmpfs a kernel writes: work folder, /tmp, runtime (default %s)"),
+               ("--processes", int, "processes and threads per kernel (default %s)"),
+               ("--threads", int, "BLAS/OpenMP threads per kernel (default: c.PTEGrading.kernel_threads, else %s)")]
+    for flag, kind, text in numbers:
+        name = flag[2:].replace("-", "_")
+        grade.add_argument(flag, type=kind, default=None, help=text.replace("%s", str(default(name))))
+    grade.add_argument("--sandbox", choices=["auto", "bwrap", "none"], default=None,
                        help="bubblewrap isolation (default auto: required; refuses to grade without it). "
                             "'none' grades without isolation, knowingly")
     grade.add_argument("--shard", default=None, metavar="I/N",
                        help="grade only students whose id hashes to shard I of N (several graders, one database)")
 
 
-def run(args, parser) -> int:
-    from .pipeline import Options, UsageError, grade
+OVERRIDES = ("assignments", "students", "jobs", "timeout_s", "cell_timeout_s", "memory_mb", "output_mb", "disk_mb",
+             "processes", "threads", "sandbox")
 
-    shard = None
+
+def run(args, parser) -> int:
+    from .pipeline import UsageError, grade
+
+    overrides = {name: getattr(args, name) for name in OVERRIDES}
     if args.shard:
         try:
             index, count = (int(x) for x in args.shard.split("/"))
             if not 0 <= index < count:
                 raise ValueError
-            shard = (index, count)
+            overrides["shard"] = (index, count)
         except ValueError:
             parser.error(f"--shard wants I/N with 0 <= I < N, got {args.shard!r}")
-    options = Options(course=args.course, assignments=args.assignment, students=args.student, jobs=args.jobs,
-                      timeout_s=args.timeout_s, cell_timeout_s=args.cell_timeout_s, memory_mb=args.memory_mb,
-                      output_mb=args.output_mb, sandbox=args.sandbox, shard=shard)
     try:
-        code, _ = grade(options)
+        code, _ = grade(args.course, overrides)
     except UsageError as exc:
         parser.error(str(exc))
     return code

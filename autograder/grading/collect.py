@@ -14,13 +14,14 @@ import stat
 from pathlib import Path
 
 from .canonical import SubmissionError
+from .status import Status
 
 MAX_NOTEBOOK_BYTES = 20 * 2**20      # a lesson notebook with its outputs is well under 2 MB
 MAX_TIMESTAMP_BYTES = 1024
 
 
 def refused(reason: str) -> SubmissionError:
-    return SubmissionError("refused", reason)
+    return SubmissionError(Status.REFUSED, reason)
 
 
 def check_folder(folder: Path, root: Path) -> None:
@@ -55,7 +56,7 @@ def read_regular(path: Path, folder: Path, limit: int) -> bytes:
     try:
         info = os.lstat(path)
     except FileNotFoundError:
-        raise SubmissionError("missing", f"{name} was not submitted") from None
+        raise SubmissionError(Status.MISSING, f"{name} was not submitted") from None
     if stat.S_ISLNK(info.st_mode):
         raise refused(f"{name} is a symbolic link: submit the notebook itself")
     if not stat.S_ISREG(info.st_mode):

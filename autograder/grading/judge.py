@@ -17,9 +17,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.kernel import observations
+from autograder.kernel import observations, protocol
 
-REFERENCE_FILE = "reference_observations.json"
+REFERENCE_FILE = protocol.REFERENCE_FILE
 MAX_OBSERVATIONS = 500
 
 
@@ -39,8 +39,8 @@ def load_reference(source_dir: Path, assignment: str) -> dict[str, list[dict]]:
     if not path.is_file():
         raise ReferenceMissing(f"{path} is missing: run `make release` (it records the reference observations)")
     data = json.loads(path.read_text())
-    if data.get("format") != observations.FORMAT or not isinstance(data.get("cells"), dict):
-        raise ReferenceMissing(f"{path} is not a reference observations file of format {observations.FORMAT}")
+    if data.get("format") != protocol.REFERENCE_FORMAT or not isinstance(data.get("cells"), dict):
+        raise ReferenceMissing(f"{path} is not a reference observations file of format {protocol.REFERENCE_FORMAT}")
     return data["cells"]
 
 

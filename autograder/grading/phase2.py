@@ -13,11 +13,10 @@ import sys
 from pathlib import Path
 
 import nbformat
-from nbconvert.preprocessors import ClearMetadataPreprocessor
-from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, LimitOutput,
-                                    NbGraderPreprocessor, SaveAutoGrades)
+from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Unicode
 from traitlets.config import Config
+from traitlets.config.loader import PyFileConfigLoader
 
 
 class LoadStaged(NbGraderPreprocessor):
@@ -33,6 +32,22 @@ class LoadStaged(NbGraderPreprocessor):
         return nb, resources
 
 
+def autograde_preprocessors(course_dir: Path) -> list:
+    """nbgrader's own autograde steps, as the course's config sets them (nbgrader's default list otherwise),
+    with only the execution step swapped for :class:`LoadStaged`: the grader has run the notebook already."""
+    from nbgrader.converters import Autograde
+
+    steps = list(Autograde.class_traits()["autograde_preprocessors"].default())
+    config_file = Path(course_dir) / "nbgrader_config.py"
+    if config_file.is_file():
+        config = PyFileConfigLoader(config_file.name, path=str(config_file.parent)).load_config()
+        steps = list(config.get("Autograde", {}).get("autograde_preprocessors", steps))
+    swapped = [LoadStaged if isinstance(step, type) and issubclass(step, Execute) else step for step in steps]
+    if LoadStaged not in swapped:
+        raise RuntimeError("the course's Autograde.autograde_preprocessors has no Execute step to replace")
+    return swapped
+
+
 def main(argv: list[str]) -> int:
     course_dir, assignment, staged = argv[:3]
     students = argv[3:]
@@ -44,8 +59,7 @@ def main(argv: list[str]) -> int:
     extra.CourseDirectory.root = str(Path(course_dir).resolve())
     extra.CourseDirectory.submitted_directory = relative
     extra.LoadStaged.staged_root = staged_abs
-    extra.Autograde.autograde_preprocessors = [LoadStaged, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
-                                               AssignLatePenalties, CheckCellMetadata]
+    extra.Autograde.autograde_preprocessors = autograde_preprocessors(Path(course_dir))
     extra.Autograde.create_student = True
     extra.BaseConverter.force = True
     if len(students) == 1:

@@ -27,10 +27,10 @@ from pathlib import Path
 
 import nbformat
 
-from . import canonical, collect, judge, reference, runner, sandbox
+from . import canonical, cgroups, collect, judge, reference, runner, sandbox
+from .settings import Settings
+from .status import Status
 
-STATUSES = ("graded", "timeout", "kernel-died", "memory-limit", "output-limit", "corrupt", "missing", "refused",
-            "tampered", "worker-died", "error")
 GRADING_DIR = ".grading"
 
 
@@ -43,7 +43,7 @@ class NotebookResult:
     student: str
     assignment: str
     notebook: str
-    status: str = "graded"
+    status: Status = Status.GRADED
     reason: str = ""
     score: float = 0.0
     max_score: float = 0.0
@@ -51,21 +51,8 @@ class NotebookResult:
     execution_seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
 
-
-@dataclass
-class Options:
-    course: Path
-    assignments: list[str] | None = None
-    students: list[str] | None = None
-    jobs: int = os.cpu_count() or 1
-    timeout_s: float = 600.0
-    cell_timeout_s: float | None = None
-    memory_mb: int = 3072
-    output_mb: float = 2.0
-    sandbox: str = "auto"          # auto | bwrap | none
-    shard: tuple[int, int] | None = None
-    feedback: bool = True
-    phase2_timeout_s: float = 900.0
+    def __post_init__(self):
+        self.status = Status(self.status)   # from a worker's dict, the status comes back as its text
 
 
 # ---------------------------------------------------------------- course and gradebook
@@ -128,7 +115,7 @@ def in_shard(student: str, shard: tuple[int, int] | None) -> bool:
     return digest % count == index
 
 
-def discover(coursedir, options: Options, layout: dict) -> list[tuple[str, str]]:
+def discover(coursedir, options: Settings, layout: dict) -> list[tuple[str, str]]:
     submitted = Path(coursedir.format_path(coursedir.submitted_directory, ".", ".")).resolve()
     if not submitted.is_dir():
         raise UsageError(f"no submissions folder at {submitted}")
@@ -155,81 +142,107 @@ def discover(coursedir, options: Options, layout: dict) -> list[tuple[str, str]]
 
 # ---------------------------------------------------------------- phase 1: one submission
 
-def grade_submission(coursedir_paths: dict, student: str, assignment: str,
-                     notebooks: dict[str, float], tests: dict[str, dict[str, str]], limits: runner.Limits,
-                     staged_root: str, scratch_root: str, cpu_slots=None,
-                     judged_with: dict[str, list[dict]] | None = None) -> list[dict]:
-    """Check, rebuild, execute and judge one student's assignment against ``judged_with`` (the
-    assignment's reference observations); stage the results. Never raises."""
+@dataclass(frozen=True)
+class Paths:
+    """The folders a grading run reads and writes (strings: a Job crosses into worker processes)."""
+    submitted: str
+    release: str
+    source: str
+    grading: str      # .grading/: the reference cache, matplotlib's font cache
+    staged: str       # executed notebooks waiting for nbgrader's recording step
+    scratch: str      # per-kernel work folders
+
+
+@dataclass(frozen=True)
+class Job:
+    """One student's assignment, with everything needed to grade it in a worker process."""
+    student: str
+    assignment: str
+    notebooks: dict[str, float]            # notebook name -> max score
+    tests: dict[str, dict[str, str]]       # notebook name -> grade id -> the instructor's test source
+    paths: Paths
+    limits: runner.Limits
+    reference: dict[str, list[dict]] = field(default_factory=dict)   # grade id -> observations to judge with
+
+    def results(self, status: Status, reason: str) -> list[NotebookResult]:
+        """The same status for every notebook of this job."""
+        return [NotebookResult(self.student, self.assignment, name, status=status, max_score=max_score,
+                               reason=reason[:300]) for name, max_score in self.notebooks.items()]
+
+
+def grade_submission(job: Job, cpu_slots=None) -> list[dict]:
+    """Check, rebuild, execute and judge one student's assignment on a CPU slot of its own; stage the
+    executed notebooks. Never raises."""
     slot = cpu_slots.get() if cpu_slots is not None else None
     try:
-        if slot is not None:
-            limits = dataclasses.replace(limits, cpus=slot)
-        return _grade_submission(coursedir_paths, student, assignment, notebooks, tests, limits,
-                                 staged_root, scratch_root, judged_with)
+        limits = dataclasses.replace(job.limits, cpus=slot) if slot is not None else job.limits
+        source_dir = Path(job.paths.submitted) / job.student / job.assignment
+        try:   # root never follows a link a student planted: the folder must be a real one
+            collect.check_folder(source_dir, Path(job.paths.submitted))
+            present, refusal = collect.regular_notebooks(source_dir), None
+        except canonical.SubmissionError as exc:
+            present, refusal = [], exc
+        return [asdict(grade_notebook(job, name, limits, present, refusal)) for name in job.notebooks]
     finally:
         if slot is not None:
             cpu_slots.put(slot)
 
 
-def _grade_submission(coursedir_paths, student, assignment, notebooks, tests, limits, staged_root, scratch_root,
-                      judged_with):
-    results = []
-    source_dir = Path(coursedir_paths["submitted"]) / student / assignment
-    release_dir = Path(coursedir_paths["release"]) / assignment
-    staged_dir = Path(staged_root) / student / assignment
-    try:   # root never follows a link a student planted: the folder must be a real one
-        collect.check_folder(source_dir, Path(coursedir_paths["submitted"]))
-        present, refusal = collect.regular_notebooks(source_dir), None
-    except canonical.SubmissionError as exc:
-        present, refusal = [], exc
-    for name, max_score in notebooks.items():
-        start = time.monotonic()
-        result = NotebookResult(student, assignment, name, max_score=max_score)
+def grade_notebook(job: Job, name: str, limits: runner.Limits, present: list[str],
+                   refusal: Exception | None) -> NotebookResult:
+    """One notebook of a job: its status says whose fault anything was."""
+    start = time.monotonic()
+    result = NotebookResult(job.student, job.assignment, name, max_score=job.notebooks[name])
+    source_dir = Path(job.paths.submitted) / job.student / job.assignment
+    try:
+        if refusal is not None:
+            raise refusal
+        if f"{name}.ipynb" not in present:
+            others = [p for p in present if p != f"{name}.ipynb"]
+            hint = f"; found {', '.join(others)} (renamed?)" if others else ""
+            raise canonical.SubmissionError(Status.MISSING, f"{name}.ipynb was not submitted{hint}")
         path = source_dir / f"{name}.ipynb"
+        submitted = canonical.read_submission(path, collect.read_regular(path, source_dir,
+                                                                         collect.MAX_NOTEBOOK_BYTES))
+        release = nbformat.read(Path(job.paths.release) / job.assignment / f"{name}.ipynb", as_version=4)
+        built = canonical.build(release, submitted, job.tests[name])
+        scratch = Path(tempfile.mkdtemp(prefix="nb-", dir=job.paths.scratch))
         try:
-            if refusal is not None:
-                raise refusal
-            if f"{name}.ipynb" not in present:
-                others = [p for p in present if p != f"{name}.ipynb"]
-                hint = f"; found {', '.join(others)} (renamed?)" if others else ""
-                raise canonical.SubmissionError("missing", f"{name}.ipynb was not submitted{hint}")
-            submitted = canonical.read_submission(path, collect.read_regular(path, source_dir,
-                                                                             collect.MAX_NOTEBOOK_BYTES))
-            release = nbformat.read(release_dir / f"{name}.ipynb", as_version=4)
-            reference = judged_with or judge.load_reference(Path(coursedir_paths["source"]), assignment)
-            built = canonical.build(release, submitted, tests[name])
-            result.notes = built.notes
-            scratch = Path(tempfile.mkdtemp(prefix="nb-", dir=scratch_root))
-            try:
-                outcome = runner.execute(built.nb, limits, scratch, built.deleted_tests, reference)
-            finally:
-                shutil.rmtree(scratch, ignore_errors=True)
-            result.notes += outcome.notes
-            findings = built.findings + outcome.findings
-            result.status, result.reason = outcome.status, outcome.reason
-            if result.status == "graded" and findings:
-                result.status, result.reason = "tampered", "; ".join(findings)
-            elif findings:
-                result.notes = findings + result.notes
-            result.execution_seconds = outcome.execution_seconds
-            staged_dir.mkdir(parents=True, exist_ok=True)
-            try:   # nbgrader's late-penalty input: only a small regular file is copied
-                stamp = collect.read_regular(source_dir / "timestamp.txt", source_dir, collect.MAX_TIMESTAMP_BYTES)
-                (staged_dir / "timestamp.txt").write_bytes(stamp)
-            except canonical.SubmissionError as exc:
-                if exc.status != "missing":
-                    result.notes.append(f"timestamp.txt ignored: {exc.reason}")
-            nbformat.write(outcome.nb, staged_dir / f"{name}.ipynb")
-        except canonical.SubmissionError as exc:
-            result.status, result.reason = exc.status, exc.reason
-        except judge.ReferenceMissing as exc:
-            result.status, result.reason = "error", f"grader error: {exc}"
-        except Exception as exc:  # a grader fault on one notebook must not stop the class
-            result.status, result.reason = "error", f"grader error: {type(exc).__name__}: {exc}"[:300]
-        result.seconds = time.monotonic() - start
-        results.append(asdict(result))
-    return results
+            reference = job.reference or judge.load_reference(Path(job.paths.source), job.assignment)
+            outcome = runner.execute(built.nb, limits, scratch, reference)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        result.notes = built.notes + outcome.notes
+        findings = built.findings + outcome.findings
+        result.status, result.reason = outcome.status, outcome.reason
+        if result.status == Status.GRADED and findings:
+            result.status, result.reason = Status.TAMPERED, "; ".join(findings)
+        elif findings:
+            result.notes = findings + result.notes
+        result.execution_seconds = outcome.execution_seconds
+        stage(job, name, outcome.nb, result)
+    except canonical.SubmissionError as exc:
+        result.status, result.reason = Status(exc.status), exc.reason
+    except judge.ReferenceMissing as exc:
+        result.status, result.reason = Status.ERROR, f"grader error: {exc}"
+    except Exception as exc:  # a grader fault on one notebook must not stop the class
+        result.status, result.reason = Status.ERROR, f"grader error: {type(exc).__name__}: {exc}"[:300]
+    result.seconds = time.monotonic() - start
+    return result
+
+
+def stage(job: Job, name: str, executed, result: NotebookResult) -> None:
+    """The executed notebook, and the late-penalty input, where nbgrader's recording step reads them."""
+    source_dir = Path(job.paths.submitted) / job.student / job.assignment
+    staged_dir = Path(job.paths.staged) / job.student / job.assignment
+    staged_dir.mkdir(parents=True, exist_ok=True)
+    try:   # nbgrader's late-penalty input: only a small regular file is copied
+        stamp = collect.read_regular(source_dir / "timestamp.txt", source_dir, collect.MAX_TIMESTAMP_BYTES)
+        (staged_dir / "timestamp.txt").write_bytes(stamp)
+    except canonical.SubmissionError as exc:
+        if exc.status != Status.MISSING:
+            result.notes.append(f"timestamp.txt ignored: {exc.reason}")
+    nbformat.write(executed, staged_dir / f"{name}.ipynb")
 
 
 # ---------------------------------------------------------------- phase 2 and outputs
@@ -269,7 +282,7 @@ def write_outputs(course: Path, results: list[NotebookResult], meta: dict) -> No
         per_submission.setdefault((r.student, r.assignment), []).append(r)
     rows = []
     for (student, assignment), items in sorted(per_submission.items()):
-        worst = next((r.status for r in items if r.status != "graded"), "graded")
+        worst = next((r.status for r in items if r.status != Status.GRADED), Status.GRADED)
         rows.append({"student_id": student, "assignment": assignment,
                      "score": round(sum(r.score for r in items), 4),
                      "max_score": round(sum(r.max_score for r in items), 4), "status": worst,
@@ -331,27 +344,17 @@ def matplotlib_cache(grading_dir: Path) -> Path:
     return cache
 
 
-def reference_for(paths: dict, assignment: str, notebooks: list[str], limits: runner.Limits, scratch_root: str,
-                  cache_root: str, cpu_slots=None) -> reference.HostReference:
-    """The host's reference of one assignment, computed in a worker on its own CPU slot (as a student's run)."""
+def reference_for(job: Job, cpu_slots=None) -> reference.HostReference:
+    """The host's reference of one assignment (``job.student`` unused), computed in a worker on its own CPU
+    slot, as a student's run is."""
     slot = cpu_slots.get() if cpu_slots is not None else None
     try:
-        if slot is not None:
-            limits = dataclasses.replace(limits, cpus=slot)
-        return reference.host_reference(Path(paths["source"]), assignment, notebooks, limits, Path(scratch_root),
-                                        Path(cache_root))
+        limits = dataclasses.replace(job.limits, cpus=slot) if slot is not None else job.limits
+        return reference.host_reference(Path(job.paths.source), job.assignment, list(job.notebooks), limits,
+                                        Path(job.paths.scratch), Path(job.paths.grading))
     finally:
         if slot is not None:
             cpu_slots.put(slot)
-
-
-def course_settings(coursedir) -> dict:
-    """What the course's nbgrader_config.py says that the grading command must use as well."""
-    config = coursedir.config
-    execute = config.get("Execute", {})
-    grading = config.get("PTEGrading", {})
-    return {"cell_timeout_s": float(execute.get("timeout", 120) or 120),
-            "threads": int(grading.get("kernel_threads", 1))}
 
 
 def report_references(references: dict[str, reference.HostReference], progress) -> None:
@@ -371,7 +374,7 @@ def rerun_alone(items: list[NotebookResult], jobs: int, graded_together: int) ->
 
     A neighbour that hogs the cores can starve a kernel even on its own CPU set (memory bandwidth,
     the grader's own threads), so a timeout beside others only counts once it repeats alone."""
-    return jobs > 1 and graded_together > 1 and any(item.status == "timeout" for item in items)
+    return jobs > 1 and graded_together > 1 and any(item.status == Status.TIMEOUT for item in items)
 
 
 class Workers:
@@ -441,184 +444,237 @@ def cpu_sets(jobs: int) -> list[str]:
     return [",".join(str(c) for c in cores[i * share:(i + 1) * share]) for i in range(jobs)]
 
 
-def grade(options: Options) -> tuple[int, list[NotebookResult]]:
-    """Grade the selected submissions; return (exit code, results)."""
-    course = options.course.resolve()
+# ---------------------------------------------------------------- plan -> run -> record -> report
+
+@dataclass
+class Plan:
+    """What one grading run will do, decided before any submission runs."""
+    settings: Settings
+    coursedir: object
+    layout: dict[str, dict]
+    tasks: list[tuple[str, str]]          # (student, assignment), in grading order
+    paths: Paths
+    limits: runner.Limits
+    cgroups: str                          # v2, v1 or none
+    backup: str | None
+
+    def job(self, student: str, assignment: str, reference_cells: dict | None = None) -> Job:
+        layout = self.layout[assignment]
+        return Job(student, assignment, layout["notebooks"], layout["tests"], self.paths, self.limits,
+                   reference_cells or {})
+
+
+def plan(course: Path, overrides: dict | None = None, progress: Progress | None = None) -> Plan:
+    """Read the course and its config, check the host, find the submissions, prepare the folders."""
+    course = Path(course).resolve()
     if not course.is_dir():
         raise UsageError(f"course folder {course} does not exist")
-    if options.jobs < 1 or options.timeout_s <= 0 or options.memory_mb < 256:
-        raise UsageError("--jobs must be >= 1, --timeout-s > 0 and --memory-mb >= 256")
     coursedir = load_coursedir(course)
+    try:
+        settings = Settings.resolve(course, coursedir.config, overrides)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if settings.problems():
+        raise UsageError("; ".join(settings.problems()))
     layout = course_layout(coursedir)
-    tasks = discover(coursedir, options, layout)
-    if options.sandbox in ("bwrap", "auto") and not sandbox.sandbox_available():
+    tasks = sorted(discover(coursedir, settings, layout), key=lambda t: (t[1], t[0]))
+    use_bwrap = settings.sandbox != "none"
+    if use_bwrap and not sandbox.sandbox_available():
         raise UsageError("bubblewrap is missing or cannot create namespaces on this host, so submissions could "
                          "read the course (solutions, reference observations, the gradebook). Install it "
                          "(Debian: apt-get install bubblewrap), or pass --sandbox none to grade without "
                          "isolation, knowingly.")
-    use_bwrap = options.sandbox != "none"
-    from . import cgroups
-
-    cgroup_kind, cgroup_problem = cgroups.available() if use_bwrap else (None, "")
-    progress = Progress(sum(len(layout[a]["notebooks"]) for _, a in tasks))
-    if use_bwrap and cgroup_kind is None:
-        progress.log(f"warning: no per-kernel cgroups ({cgroup_problem}); CPU, memory and process limits fall "
-                     "back to taskset and prlimit, which a submission can widen or share")
+    kind, why = cgroups.available() if use_bwrap else (None, "")
+    progress = progress or Progress(0)
+    if use_bwrap and kind is None:
+        progress.log(f"warning: no per-kernel cgroups ({why}); CPU, memory and process limits fall back to "
+                     "taskset and prlimit, which a submission can widen or share")
     if not use_bwrap:
         progress.log("warning: grading WITHOUT the bubblewrap sandbox (--sandbox none): submissions can read "
                      "the course files, including the reference observations")
+    return Plan(settings, coursedir, layout, tasks, prepare_folders(course, coursedir), settings.limits(),
+                kind or "none", backup_gradebook(coursedir, course))
 
+
+def prepare_folders(course: Path, coursedir) -> Paths:
     grading_dir = course / GRADING_DIR
-    staged_root = grading_dir / "staged"
-    shutil.rmtree(staged_root, ignore_errors=True)
-    staged_root.mkdir(parents=True)
-    scratch_root = Path(tempfile.mkdtemp(prefix="pte-grading-", dir=os.environ.get("PTE_SCRATCH") or None))
-    os.chmod(scratch_root, 0o711)
+    staged = grading_dir / "staged"
+    shutil.rmtree(staged, ignore_errors=True)
+    staged.mkdir(parents=True)
+    scratch = Path(tempfile.mkdtemp(prefix="pte-grading-", dir=os.environ.get("PTE_SCRATCH") or None))
+    os.chmod(scratch, 0o711)
     os.environ["PTE_MPL_CACHE"] = str(matplotlib_cache(grading_dir))
-    backup = backup_gradebook(coursedir, course)
 
-    settings = course_settings(coursedir)
-    limits = runner.Limits(timeout_s=options.timeout_s, memory_mb=options.memory_mb, output_mb=options.output_mb,
-                           cell_timeout_s=options.cell_timeout_s or min(settings["cell_timeout_s"], options.timeout_s),
-                           threads=settings["threads"], sandbox=use_bwrap)
-    paths = {"submitted": str(Path(coursedir.format_path(coursedir.submitted_directory, ".", ".")).resolve()),
-             "release": str(Path(coursedir.format_path(coursedir.release_directory, ".", ".")).resolve()),
-             "source": str(Path(coursedir.format_path(coursedir.source_directory, ".", ".")).resolve())}
-    manager = multiprocessing.get_context("forkserver").Manager()
-    cpu_slots = manager.Queue()
-    slots = cpu_sets(options.jobs)
-    for slot in slots:
-        cpu_slots.put(slot)
-    started = time.monotonic()
-    results: list[NotebookResult] = []
-    remaining: dict[str, int] = {}
-    for _, assignment in tasks:
-        remaining[assignment] = remaining.get(assignment, 0) + 1
+    def folder(name: str) -> str:
+        return str(Path(coursedir.format_path(getattr(coursedir, name), ".", ".")).resolve())
 
-    def record_assignment(assignment: str) -> list[str]:
-        """Phase 2 for one assignment; returns the students nbgrader could not record."""
-        students = sorted({s for s, a in tasks if a == assignment and (staged_root / s / a).is_dir()})
-        if not students or not record(course, assignment, staged_root, students, options.phase2_timeout_s):
-            return []
-        if len(students) == 1:
-            return students
-        # find the submissions nbgrader chokes on without losing the others
-        return [s for s in students if record(course, assignment, staged_root, [s], options.phase2_timeout_s)]
+    return Paths(folder("submitted_directory"), folder("release_directory"), folder("source_directory"),
+                 str(grading_dir), str(staged), str(scratch))
 
-    context = multiprocessing.get_context("forkserver")
-    recordings: dict[str, futures.Future] = {}
-    references: dict[str, reference.HostReference] = {}
-    # Phase 2 of a finished assignment (one writer to the gradebook at a time) overlaps
-    # with phase 1 of the next one.
-    pool = Workers(options.jobs, context, cpu_slots, slots)
-    with futures.ThreadPoolExecutor(max_workers=1) as recorder:
-        # The reference each assignment is judged with: the solution run here, in the sandbox (cached).
-        wanted = sorted({assignment for _, assignment in tasks})
-        computing = {assignment: pool.submit(reference_for, paths, assignment, list(layout[assignment]["notebooks"]),
-                                             limits, str(scratch_root), str(grading_dir), cpu_slots)
-                     for assignment in wanted}
+
+class Engine:
+    """Phase 1 (every submission executed and judged in the worker pool) with phase 2 overlapping: an
+    assignment whose submissions are all in is recorded by nbgrader while the next one runs."""
+
+    def __init__(self, run: Plan, progress: Progress):
+        self.plan, self.progress = run, progress
+        self.manager = multiprocessing.get_context("forkserver").Manager()
+        self.cpu_slots = self.manager.Queue()
+        slots = cpu_sets(run.settings.jobs)
+        for slot in slots:
+            self.cpu_slots.put(slot)
+        self.pool = Workers(run.settings.jobs, multiprocessing.get_context("forkserver"), self.cpu_slots, slots)
+        self.results: list[NotebookResult] = []
+        self.references: dict[str, reference.HostReference] = {}
+        self.remaining = {a: sum(1 for _, b in run.tasks if b == a) for _, a in run.tasks}
+        self.recordings: dict[str, futures.Future] = {}
+
+    def run(self) -> set[tuple[str, str]]:
+        """Grade every task; returns the (student, assignment) pairs nbgrader could not record."""
+        with futures.ThreadPoolExecutor(max_workers=1) as recorder:
+            self.recorder = recorder
+            self.load_references()
+            jobs = [self.plan.job(s, a, self.references[a].cells) for s, a in self.plan.tasks]
+            pending = {self.pool.submit(grade_submission, job, self.cpu_slots): job for job in jobs}
+            starved, broken = [], []
+            for done in futures.as_completed(pending):
+                job = pending[done]
+                try:
+                    items = self.outcome_of(done, job)
+                except BrokenProcessPool:
+                    broken.append(job)   # on a pool whose worker died: graded again below
+                    continue
+                if rerun_alone(items, self.plan.settings.jobs, len(pending)):
+                    starved.append(job)   # decided below, once nothing else runs
+                    continue
+                self.settle(job, items)
+            self.grade_again(broken, starved)
+            failed = {(student, a) for a, recording in self.recordings.items() for student in recording.result()}
+        return failed
+
+    def load_references(self) -> None:
+        """The reference each assignment is judged with: the solution run on this host, in the sandbox
+        (cached), loaded once per assignment; the stored record if that run fails."""
+        wanted = sorted({a for _, a in self.plan.tasks})
+        computing = {a: self.pool.submit(reference_for, self.plan.job("", a), self.cpu_slots) for a in wanted}
         for assignment, job in computing.items():
             try:
-                references[assignment] = job.result()
+                self.references[assignment] = job.result()
             except Exception as exc:  # the worker itself died: judge with the stored record
-                stored = reference.load_stored(Path(paths["source"]), assignment) or {}
-                references[assignment] = reference.HostReference(
+                stored = reference.load_stored(Path(self.plan.paths.source), assignment) or {}
+                self.references[assignment] = reference.HostReference(
                     assignment, stored, "stored", problem=f"the reference run failed: {type(exc).__name__}: {exc}")
-        report_references(references, progress)
-        if any("BrokenProcessPool" in ref.problem for ref in references.values()):
-            pool.replace()
-        pending = {
-            pool.submit(grade_submission, paths, student, assignment, layout[assignment]["notebooks"],
-                        layout[assignment]["tests"], limits, str(staged_root), str(scratch_root),
-                        cpu_slots, references[assignment].cells): (student, assignment)
-            for student, assignment in sorted(tasks, key=lambda t: (t[1], t[0]))
-        }
+        report_references(self.references, self.progress)
+        if any("BrokenProcessPool" in ref.problem for ref in self.references.values()):
+            self.pool.replace()
 
-        def outcome_of(job: futures.Future, student: str, assignment: str) -> list[NotebookResult]:
-            try:
-                return [NotebookResult(**r) for r in job.result()]
-            except BrokenProcessPool:
-                raise
-            except Exception as exc:  # a grader fault on this submission alone
-                return [NotebookResult(student, assignment, name, status="error", max_score=mx,
-                                       reason=f"grader worker failed: {type(exc).__name__}: {exc}"[:300])
-                        for name, mx in layout[assignment]["notebooks"].items()]
+    def outcome_of(self, done: futures.Future, job: Job) -> list[NotebookResult]:
+        try:
+            return [NotebookResult(**r) for r in done.result()]
+        except BrokenProcessPool:
+            raise
+        except Exception as exc:  # a grader fault on this submission alone
+            return job.results(Status.ERROR, f"grader worker failed: {type(exc).__name__}: {exc}")
 
-        def graded_alone(student: str, assignment: str) -> list[NotebookResult]:
-            job = pool.submit(grade_submission, paths, student, assignment, layout[assignment]["notebooks"],
-                              layout[assignment]["tests"], limits, str(staged_root), str(scratch_root), cpu_slots,
-                              references[assignment].cells)
-            try:
-                return outcome_of(job, student, assignment)
-            except BrokenProcessPool:   # it killed its worker again, alone: its own doing
-                pool.replace()
-                return [NotebookResult(student, assignment, name, status="worker-died", max_score=mx,
-                                       reason="the grading process of this submission died twice, the second time "
-                                              "graded alone (for example killed for its memory use)")
-                        for name, mx in layout[assignment]["notebooks"].items()]
-
-        def settle(assignment: str, items: list[NotebookResult]) -> None:
-            for item in items:
-                results.append(item)
-                progress.update(item)
-            remaining[assignment] -= 1
-            if remaining[assignment] == 0:
-                recordings[assignment] = recorder.submit(record_assignment, assignment)
-
-        starved: list[tuple[str, str]] = []
-        broken: list[tuple[str, str]] = []
-        for done in futures.as_completed(pending):
-            student, assignment = pending[done]
-            try:
-                items = outcome_of(done, student, assignment)
-            except BrokenProcessPool:
-                broken.append((student, assignment))   # on a pool whose worker died: graded again below
-                continue
-            if rerun_alone(items, options.jobs, len(pending)):
-                starved.append((student, assignment))   # decided below, once nothing else runs
-                continue
-            settle(assignment, items)
-        # A worker died (the OOM killer, a crash): every submission still on that pool failed with it.
-        # Each is graded again alone in a new pool; only one that kills its worker again is at fault.
+    def grade_again(self, broken: list[Job], starved: list[Job]) -> None:
+        """A worker died (the OOM killer, a crash): every submission still on that pool failed with it. Each
+        is graded again alone in a new pool; only one that kills its worker again is at fault. A notebook
+        that ran out of time beside other submissions may only have been starved by them: it is graded
+        again with nothing else running, and that run counts."""
         if broken:
-            pool.replace()
-        for student, assignment in sorted(broken, key=lambda t: (t[1], t[0])):
-            progress.log(f"{student}/{assignment} was on a grading process that died; grading it again alone")
-            items = graded_alone(student, assignment)
+            self.pool.replace()
+        for job in broken:
+            self.progress.log(f"{job.student}/{job.assignment} was on a grading process that died; "
+                              "grading it again alone")
+            items = self.graded_alone(job)
             for item in items:
                 item.notes.append("graded again alone: a grading process died while it was being graded")
-            settle(assignment, items)
-        # A notebook that ran out of time while other submissions were graded beside it may only
-        # have been starved of CPU by them (a neighbour that hogs the cores). It is graded again
-        # with nothing else running, and that run is the one that counts.
-        for student, assignment in sorted(starved, key=lambda t: (t[1], t[0])):
-            progress.log(f"{student}/{assignment} timed out while other submissions ran; grading it again alone")
-            items = graded_alone(student, assignment)
+            self.settle(job, items)
+        for job in starved:
+            self.progress.log(f"{job.student}/{job.assignment} timed out while other submissions ran; "
+                              "grading it again alone")
+            items = self.graded_alone(job)
             for item in items:
-                item.notes.append("timed out again when graded alone" if item.status == "timeout" else
+                item.notes.append("timed out again when graded alone" if item.status == Status.TIMEOUT else
                                   "timed out while graded beside other submissions; graded again alone")
-            settle(assignment, items)
-        failed = {(student, assignment) for assignment, job in recordings.items() for student in job.result()}
-    pool.shutdown()
-    shutil.rmtree(scratch_root, ignore_errors=True)
-    manager.shutdown()
-    reap_children()
+            self.settle(job, items)
+
+    def graded_alone(self, job: Job) -> list[NotebookResult]:
+        try:
+            return self.outcome_of(self.pool.submit(grade_submission, job, self.cpu_slots), job)
+        except BrokenProcessPool:   # it killed its worker again, alone: its own doing
+            self.pool.replace()
+            return job.results(Status.WORKER_DIED, "the grading process of this submission died twice, the "
+                                                   "second time graded alone (for example killed for its memory use)")
+
+    def settle(self, job: Job, items: list[NotebookResult]) -> None:
+        for item in items:
+            self.results.append(item)
+            self.progress.update(item)
+        self.remaining[job.assignment] -= 1
+        if self.remaining[job.assignment] == 0:
+            self.recordings[job.assignment] = self.recorder.submit(record_assignment, self.plan, job.assignment)
+
+    def close(self) -> None:
+        self.pool.shutdown()
+        shutil.rmtree(self.plan.paths.scratch, ignore_errors=True)
+        self.manager.shutdown()
+        reap_children()
+
+
+def record_assignment(run: Plan, assignment: str) -> list[str]:
+    """Phase 2 for one assignment (one writer to the gradebook at a time); returns the students nbgrader
+    could not record, found one by one without losing the others."""
+    staged = Path(run.paths.staged)
+    students = sorted({s for s, a in run.tasks if a == assignment and (staged / s / a).is_dir()})
+    timeout = run.settings.phase2_timeout_s
+    if not students or not record(run.settings.course, assignment, staged, students, timeout):
+        return []
+    if len(students) == 1:
+        return students
+    return [s for s in students if record(run.settings.course, assignment, staged, [s], timeout)]
+
+
+def score(run: Plan, results: list[NotebookResult], failed: set[tuple[str, str]], progress: Progress) -> None:
+    """Each notebook's score, from the gradebook nbgrader wrote."""
     for student, assignment in sorted(failed):
         progress.log(f"nbgrader could not record {student}/{assignment}")
         for r in results:
-            if (r.student, r.assignment) == (student, assignment) and r.status not in ("corrupt", "missing", "refused"):
-                r.status, r.reason = "error", "nbgrader failed to record this submission's grades"
-    scores = read_scores(coursedir, [(r.student, r.assignment, r.notebook) for r in results])
+            if (r.student, r.assignment) == (student, assignment) and r.status.scored_by_nbgrader:
+                r.status, r.reason = Status.ERROR, "nbgrader failed to record this submission's grades"
+    scores = read_scores(run.coursedir, [(r.student, r.assignment, r.notebook) for r in results])
     for r in results:
         r.score = float(scores.get((r.student, r.assignment, r.notebook)) or 0.0)
-    meta = {"course": str(course), "jobs": options.jobs, "sandbox": "bwrap" if use_bwrap else "none",
-            "cgroups": cgroup_kind or "none",
-            "limits": asdict(limits), "gradebook_backup": backup,
+
+
+def report(run: Plan, results: list[NotebookResult], references: dict, seconds: float, progress: Progress) -> int:
+    """grades.csv and grading-report.json; returns the exit code (3 when a notebook needs attention)."""
+    settings = run.settings
+    meta = {"course": str(settings.course), "jobs": settings.jobs,
+            "sandbox": "bwrap" if run.limits.sandbox else "none", "cgroups": run.cgroups,
+            "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(settings).items()},
+            "limits": asdict(run.limits), "gradebook_backup": run.backup,
             "references": {assignment: ref.summary() for assignment, ref in sorted(references.items())},
-            "partial": bool(options.students or options.assignments or options.shard),
-            "seconds": round(time.monotonic() - started, 2)}
-    write_outputs(course, results, meta)
-    bad = [r for r in results if r.status != "graded"]
+            "partial": bool(settings.students or settings.assignments or settings.shard),
+            "seconds": round(seconds, 2)}
+    write_outputs(settings.course, results, meta)
+    bad = [r for r in results if r.status != Status.GRADED]
     progress.log(f"{len(results) - len(bad)} of {len(results)} notebooks graded"
                  + (f"; {len(bad)} need attention (see grading-report.json)" if bad else ""))
-    return (3 if bad else 0), results
+    return 3 if bad else 0
+
+
+def grade(course: Path, overrides: dict | None = None) -> tuple[int, list[NotebookResult]]:
+    """Grade the selected submissions of ``course`` (``overrides``: the command line's settings); return
+    (exit code, results)."""
+    started = time.monotonic()
+    progress = Progress(0)
+    run = plan(course, overrides, progress)
+    progress.total = sum(len(run.layout[a]["notebooks"]) for _, a in run.tasks)
+    engine = Engine(run, progress)
+    try:
+        failed = engine.run()
+    finally:
+        engine.close()
+    score(run, engine.results, failed, progress)
+    return report(run, engine.results, engine.references, time.monotonic() - started, progress), engine.results

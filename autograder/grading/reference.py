@@ -30,9 +30,10 @@ from pathlib import Path
 import nbformat
 
 from autograder import course
-from autograder.kernel import observations
+from autograder.kernel import observations, protocol
 
 from . import judge, runner, sandbox
+from .status import Status
 
 CACHE_DIR = "reference-cache"
 ENTRY_KEYS = ("label", "value", "atol", "rtol", "hint")
@@ -106,7 +107,7 @@ def run_solution(notebooks: list[Path], limits: runner.Limits, scratch_root: Pat
             outcome = runner.record(nb, limits, scratch)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
-        if outcome.status != "graded":
+        if outcome.status != Status.GRADED:
             raise RuntimeError(f"{path.name}: the solution ended '{outcome.status}' in the sandbox: {outcome.reason}")
         for cell in outcome.nb.cells:
             meta = cell.get("metadata", {}).get("nbgrader", {})
@@ -171,7 +172,7 @@ def host_reference(source_dir: Path, assignment: str, notebooks: list[str], limi
             cells = run_solution(files, limits, Path(scratch_root))
             cached_file.parent.mkdir(parents=True, exist_ok=True)
             temporary = cached_file.with_suffix(".tmp")
-            temporary.write_text(json.dumps({"format": observations.FORMAT, "assignment": assignment, "key": key,
+            temporary.write_text(json.dumps({"format": protocol.REFERENCE_FORMAT, "assignment": assignment, "key": key,
                                              "cells": cells}, sort_keys=True))
             temporary.replace(cached_file)
     except Exception as exc:  # the course or the host is at fault; the stored record still grades

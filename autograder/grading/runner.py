@@ -27,26 +27,28 @@ from traitlets import List
 
 from ..kernel import observations, outputcap
 from . import canonical, cgroups, judge, sandbox
+from .status import Status
 
 MEMORY_ERROR = re.compile(r"MemoryError|can't allocate memory|DefaultCPUAllocator|Cannot allocate memory")
 
 
 @dataclass
 class Limits:
-    timeout_s: float = 600.0        # the whole notebook
-    cell_timeout_s: float = 120.0   # one cell
-    memory_mb: int = 3072
-    output_mb: float = 2.0          # all outputs of the notebook together
-    threads: int = 1
-    sandbox: bool = True
-    cpus: str = ""                  # taskset list for this kernel, e.g. "1"; "" = no pinning
-    processes: int = 256            # process/thread cap for the sandboxed user
-    disk_mb: int = 256              # size of the kernel's tmpfs work folder and of its /tmp
+    """What one kernel runs under. Built by ``settings.Settings.limits()``, where the defaults live."""
+    timeout_s: float                # the whole notebook
+    cell_timeout_s: float           # one cell
+    memory_mb: int
+    output_mb: float                # all outputs of the notebook together
+    threads: int
+    sandbox: bool
+    processes: int                  # processes and threads of the kernel
+    disk_mb: int                    # size of each tmpfs the kernel writes (work folder, /tmp, runtime folder)
+    cpus: str = ""                  # CPU list for this kernel, e.g. "1"; "" = no pinning (set per job)
 
 
 @dataclass
 class Outcome:
-    status: str = "graded"
+    status: Status = Status.GRADED
     reason: str = ""
     nb: nbformat.NotebookNode | None = None
     seconds: float = 0.0
@@ -211,7 +213,7 @@ class Watchdog(threading.Thread):
         cap = self.limits.memory_mb
         while not self._stop.wait(0.05):
             if time.monotonic() > self.deadline:
-                self.tripped = "timeout"
+                self.tripped = Status.TIMEOUT
                 kill_kernel_tree(self.km)
                 return
             root = kernel_process(self.km)
@@ -223,7 +225,7 @@ class Watchdog(threading.Thread):
                 continue
             self.peak_mb = max(self.peak_mb, rss)
             if rss > cap:
-                self.tripped = "memory-limit"
+                self.tripped = Status.MEMORY_LIMIT
                 kill_kernel_tree(self.km)
                 return
 
@@ -235,15 +237,9 @@ def _error_output(ename: str, evalue: str):
     return nbformat.v4.new_output("error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"])
 
 
-async def _run(nb, limits: Limits, work: Path, runtime: Path, outcome: Outcome, deleted: set[str],
-               reference: dict[str, list[dict]] | None) -> None:
-    """Execute ``nb`` in a sandboxed kernel; with a ``reference``, judge its test cells (else keep the raw run)."""
-    km = SandboxedKernelManager(kernel_name="python3", transport="ipc", ip=str(runtime / "kernel"))
-    km.connection_file = str(runtime / "kernel.json")
-    groups = _kernel_groups(runtime, limits, outcome)
-    km.prefix = ((groups.join_prefix() if groups else [])
-                 + sandbox.command_prefix(work, runtime, limits, cgroup=groups is not None))
-    # A slow cell is interrupted and the notebook goes on; the notebook's own clock is the watchdog's.
+def _client(nb, km, limits: Limits, work: Path) -> GradingClient:
+    """The notebook client: a slow cell is interrupted and the notebook goes on (the notebook's own clock is
+    the watchdog's); every message type counts towards the output cap."""
     client = GradingClient(nb, km=km, timeout=int(limits.cell_timeout_s), allow_errors=True,
                            interrupt_on_timeout=True, startup_timeout=60, kernel_name="python3",
                            resources={"metadata": {"path": str(work)}}, record_timing=False,
@@ -255,22 +251,33 @@ async def _run(nb, limits: Limits, work: Path, runtime: Path, outcome: Outcome, 
     # then drops it: a cell that printed a lot would lose its last messages, observations included. The
     # kernel caps each cell's output, so waiting as long as the cell may run is bounded.
     client.iopub_timeout = max(4, int(limits.cell_timeout_s))
-    replies: dict[int, str] = {}
-    client.on_cell_executed = lambda cell, cell_index, execute_reply, **_: replies.__setitem__(
+    client.replies = {}
+    client.on_cell_executed = lambda cell, cell_index, execute_reply, **_: client.replies.__setitem__(
         cell_index, (execute_reply or {}).get("content", {}).get("status", "error"))
-    timed_out: list[int] = []
+    client.timed_out = []
     original_timeout = client._async_handle_timeout
 
     async def on_timeout(timeout, cell=None):
-        timed_out.append(1)
+        client.timed_out.append(1)
         if cell is not None:
             cell.outputs.append(_error_output("CellTimeout", f"this cell ran longer than {limits.cell_timeout_s:g} s "
                                                              "and was interrupted by the grader"))
         return await original_timeout(timeout, cell)
 
     client._async_handle_timeout = on_timeout
-    test_cells = {i for i, c in enumerate(nb.cells)
-                  if canonical._meta(c).get("grade") and c.cell_type == "code"}
+    return client
+
+
+async def _run(nb, limits: Limits, work: Path, runtime: Path, outcome: Outcome,
+               reference: dict[str, list[dict]] | None) -> None:
+    """Execute ``nb`` in a sandboxed kernel; with a ``reference``, judge its test cells (else keep the raw run)."""
+    km = SandboxedKernelManager(kernel_name="python3", transport="ipc", ip=str(runtime / "kernel"))
+    km.connection_file = str(runtime / "kernel.json")
+    groups = _kernel_groups(runtime, limits, outcome)
+    km.prefix = ((groups.join_prefix() if groups else [])
+                 + sandbox.command_prefix(work, runtime, limits, cgroup=groups is not None))
+    client = _client(nb, km, limits, work)
+    test_cells = {i for i, c in enumerate(nb.cells) if canonical._meta(c).get("grade") and c.cell_type == "code"}
     stopped_at: int | None = None
     hidden_runs: dict[int, tuple[list, str | None]] = {}
     watchdog = None
@@ -285,23 +292,20 @@ async def _run(nb, limits: Limits, work: Path, runtime: Path, outcome: Outcome, 
             for index, cell in enumerate(nb.cells):
                 if cell.cell_type != "code":
                     continue
-                if index in test_cells and canonical._meta(cell).get("grade_id") in deleted:
-                    continue
                 if index in test_cells:
-                    await _run_test_cell(client, cell, index, replies, hidden_runs)
+                    await _run_test_cell(client, cell, index, client.replies, hidden_runs)
                 else:
                     await client.async_execute_cell(cell, index)
                 if watchdog.tripped:
                     stopped_at = index
                     break
-    except DeadKernelError:
-        stopped_at = _current_index(nb, replies)
+    except Exception as exc:  # the kernel died, or anything else that stops the run: never raised to the batch
+        stopped_at = _current_index(nb, client.replies)
         if not (watchdog and watchdog.tripped):
-            outcome.status, outcome.reason = "kernel-died", "the kernel died (the notebook exited or crashed it)"
-    except Exception as exc:  # anything else that stops the run: reported, never raised to the batch
-        stopped_at = _current_index(nb, replies)
-        if not (watchdog and watchdog.tripped):
-            outcome.status, outcome.reason = "error", f"grading failed: {type(exc).__name__}: {exc}"[:300]
+            outcome.status, outcome.reason = (
+                (Status.KERNEL_DIED, "the kernel died (the notebook exited or crashed it)")
+                if isinstance(exc, DeadKernelError) else
+                (Status.ERROR, f"grading failed: {type(exc).__name__}: {exc}"[:300]))
     finally:
         if watchdog:
             watchdog.stop()
@@ -310,30 +314,37 @@ async def _run(nb, limits: Limits, work: Path, runtime: Path, outcome: Outcome, 
         oom = groups.oom_killed() if groups else False
         if groups:
             groups.remove()
-    if client.flood_killed:
-        outcome.status = "output-limit"
-        killed_at = client.KILL_FACTOR * client.FLOOD_FACTOR * limits.output_mb
-        outcome.reason = f"a cell kept sending output past {killed_at:g} MB after an interrupt; its kernel was stopped"
-    elif oom and not (watchdog and watchdog.tripped == "timeout"):
-        outcome.status, outcome.reason = "memory-limit", f"the kernel passed its memory limit ({limits.memory_mb} MB)"
-    elif watchdog and watchdog.tripped == "timeout":
-        outcome.status, outcome.reason = "timeout", f"the notebook ran longer than {limits.timeout_s:g} s"
-    elif watchdog and watchdog.tripped == "memory-limit":
-        outcome.status, outcome.reason = "memory-limit", f"the kernel used more than {limits.memory_mb} MB"
-    elif (client.flooded or _stopped_by_output_cap(nb)) and outcome.status == "graded":
-        outcome.status = "output-limit"
-        outcome.reason = (f"a cell printed more than {client.FLOOD_FACTOR * limits.output_mb:g} MB "
-                          "and was interrupted")
-    elif timed_out and outcome.status == "graded":
-        outcome.status = "timeout"
-        outcome.reason = f"{len(timed_out)} cell(s) ran longer than {limits.cell_timeout_s:g} s and were interrupted"
-    if client.output_exceeded:
-        outcome.notes.append(f"output past {limits.output_mb:g} MB was dropped")
+    _decide_status(outcome, client, nb, limits, watchdog.tripped if watchdog else None, oom)
     if reference is None:   # a reference run: each test cell keeps everything, its observations included
         for index, (outputs, _) in hidden_runs.items():
             nb.cells[index].outputs = list(nb.cells[index].outputs) + list(outputs)
     else:
-        _settle_test_cells(nb, test_cells, replies, stopped_at, deleted, outcome, reference, hidden_runs)
+        _settle_test_cells(nb, test_cells, client.replies, stopped_at, outcome, reference, hidden_runs)
+
+
+def _decide_status(outcome: Outcome, client: GradingClient, nb, limits: Limits, tripped, oom: bool) -> None:
+    """The notebook's status from what stopped it, the gravest first."""
+    if client.flood_killed:
+        outcome.status = Status.OUTPUT_LIMIT
+        killed_at = client.KILL_FACTOR * client.FLOOD_FACTOR * limits.output_mb
+        outcome.reason = f"a cell kept sending output past {killed_at:g} MB after an interrupt; its kernel was stopped"
+    elif oom and tripped != Status.TIMEOUT:
+        outcome.status = Status.MEMORY_LIMIT
+        outcome.reason = f"the kernel passed its memory limit ({limits.memory_mb} MB)"
+    elif tripped == Status.TIMEOUT:
+        outcome.status, outcome.reason = Status.TIMEOUT, f"the notebook ran longer than {limits.timeout_s:g} s"
+    elif tripped == Status.MEMORY_LIMIT:
+        outcome.status, outcome.reason = Status.MEMORY_LIMIT, f"the kernel used more than {limits.memory_mb} MB"
+    elif (client.flooded or _stopped_by_output_cap(nb)) and outcome.status == Status.GRADED:
+        outcome.status = Status.OUTPUT_LIMIT
+        outcome.reason = (f"a cell printed more than {client.FLOOD_FACTOR * limits.output_mb:g} MB "
+                          "and was interrupted")
+    elif client.timed_out and outcome.status == Status.GRADED:
+        outcome.status = Status.TIMEOUT
+        outcome.reason = (f"{len(client.timed_out)} cell(s) ran longer than {limits.cell_timeout_s:g} s and were "
+                          "interrupted")
+    if client.output_exceeded:
+        outcome.notes.append(f"output past {limits.output_mb:g} MB was dropped")
 
 
 # cgroup memory beyond the watchdog's RSS cap: the kernel's tmpfs folders (counted there) and reclaimable cache
@@ -350,7 +361,8 @@ def _kernel_groups(runtime: Path, limits: Limits, outcome: Outcome):
         return None
     try:
         return cgroups.create(f"{os.getpid()}-{runtime.parent.name}", limits.cpus,
-                              (limits.memory_mb + 2 * limits.disk_mb + CGROUP_MEMORY_HEADROOM_MB) * 2**20,
+                              (limits.memory_mb + 2 * limits.disk_mb + sandbox.RUNTIME_MB
+                               + CGROUP_MEMORY_HEADROOM_MB) * 2**20,
                               limits.processes)
     except OSError as exc:
         outcome.notes.append(f"no per-kernel cgroups ({exc}): taskset and prlimit limits only")
@@ -402,7 +414,7 @@ TAINT_NOTE = ("[grader] the outputs of this cell and of every later one are not 
               "to see them.\n")
 
 
-def _settle_test_cells(nb, test_cells, replies, stopped_at, deleted, outcome, reference, hidden_runs) -> None:
+def _settle_test_cells(nb, test_cells, replies, stopped_at, outcome, reference, hidden_runs) -> None:
     """Judge each test cell and make the notebook say the verdict the way nbgrader reads it.
 
     Feedback keeps the kernel's outputs only up to the first hidden part that ran: anything the
@@ -410,8 +422,8 @@ def _settle_test_cells(nb, test_cells, replies, stopped_at, deleted, outcome, re
     left over) could carry hidden code or hidden inputs. From there on, a test cell shows only
     the grader's own verdict, and other cells show nothing."""
     text = "".join(o.get("evalue", "") + o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
-    if outcome.status == "graded" and MEMORY_ERROR.search(text):
-        outcome.status, outcome.reason = "memory-limit", "an allocation failed at the memory cap"
+    if outcome.status == Status.GRADED and MEMORY_ERROR.search(text):
+        outcome.status, outcome.reason = Status.MEMORY_LIMIT, "an allocation failed at the memory cap"
     tainted_after = min(hidden_runs) if hidden_runs else None
     noted = False
     for index, cell in enumerate(nb.cells):
@@ -440,10 +452,6 @@ def _settle_test_cells(nb, test_cells, replies, stopped_at, deleted, outcome, re
             for out in cell.outputs:
                 if out.output_type == "error":   # no frames: they would show hidden test code
                     out.traceback = [f"{out.ename}: {out.evalue}"]
-        if grade_id in deleted:
-            cell.outputs = [_error_output("DeletedCell",
-                                          "this graded cell was deleted from the submission; it counts as zero")]
-            continue
         if index not in replies or (stopped_at is not None and index >= stopped_at and index not in replies):
             cell.outputs.append(_error_output("NotRun", f"not run: {outcome.reason or outcome.status}"))
             continue
@@ -466,28 +474,34 @@ def _as_stdout(out):
     return out
 
 
-def execute(nb, limits: Limits, scratch: Path, deleted: set[str] | None = None,
-            reference: dict[str, list[dict]] | None = None) -> Outcome:
+def execute(nb, limits: Limits, scratch: Path, reference: dict[str, list[dict]] | None = None) -> Outcome:
     """Run ``nb`` (modified in place), judge its test cells and return the outcome.
 
     Never raises for submission faults: they become the outcome's status and reason."""
-    return _execute(nb, limits, scratch, deleted or set(), reference or {})
+    return _execute(nb, limits, scratch, reference or {})
 
 
 def record(nb, limits: Limits, scratch: Path) -> Outcome:
     """Run ``nb`` exactly as :func:`execute` does, but judge nothing: its test cells keep their observations
     (the grader's run of the instructor's solution, whose observations become the host's reference)."""
-    return _execute(nb, limits, scratch, set(), None)
+    return _execute(nb, limits, scratch, None)
 
 
-def _execute(nb, limits: Limits, scratch: Path, deleted: set[str], reference) -> Outcome:
+def _execute(nb, limits: Limits, scratch: Path, reference) -> Outcome:
     outcome = Outcome(nb=nb)
     work, runtime = sandbox.prepare_dirs(scratch)
     if not limits.sandbox:
         mpl_cache = Path(os.environ.get("PTE_MPL_CACHE", ""))
         if mpl_cache.is_dir():
             shutil.copytree(mpl_cache, work / ".matplotlib", dirs_exist_ok=True)
+    capped = sandbox.cap_runtime(runtime) if limits.sandbox else "not sandboxed"
+    if limits.sandbox and capped:
+        outcome.notes.append(capped)
     start = time.monotonic()
-    asyncio.run(_run(nb, limits, work, runtime, outcome, deleted, reference))
+    try:
+        asyncio.run(_run(nb, limits, work, runtime, outcome, reference))
+    finally:
+        if not capped:
+            sandbox.release_runtime(runtime)
     outcome.seconds = time.monotonic() - start
     return outcome

@@ -5,7 +5,9 @@ What holds when bubblewrap works (``sandbox_available()``):
   kernel side of the package (``autograder/kernel``, and ``autograder/__init__.py``) and
   ``data/``; nothing else of the course: not the grader, not ``solutions/`` or its
   reference observations, not the gradebook, not other students' folders;
-- its work folder and ``/tmp`` are size-capped tmpfs mounts private to it;
+- its work folder and ``/tmp`` are size-capped tmpfs mounts private to it, and so (when the grader runs
+  as root) is the runtime folder it shares with the grader: nothing it writes reaches the host's disk,
+  and with cgroups every tmpfs page it writes counts towards its memory limit;
 - it runs as uid/gid 65534 (nobody) in its own user, PID, IPC, UTS and network
   namespaces: no network at all, no view of other processes;
 - ``prlimit`` caps its data segment (memory), file size, core dumps, open files and the
@@ -135,6 +137,26 @@ def prepare_dirs(base: Path) -> tuple[Path, Path]:
             os.chown(folder, NOBODY, NOBODY)
         folder.chmod(0o700)
     return work, runtime
+
+
+# The runtime folder holds the connection file and the kernel's sockets: a few kB
+RUNTIME_MB = 16
+
+
+def cap_runtime(runtime: Path) -> str:
+    """Put the runtime folder (the one folder the kernel shares with the grader) on a small tmpfs of its
+    own, so that nothing the kernel writes there reaches the host's disk; the pages it writes are charged
+    to the kernel's memory cgroup. Returns "" when done, else why not (mounting needs root)."""
+    if not running_as_root():
+        return "the runtime folder is a host folder (mounting a tmpfs needs root)"
+    options = f"size={RUNTIME_MB}m,mode=0700,uid={NOBODY},gid={NOBODY},nosuid,nodev,noexec"
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "pte-runtime", str(runtime)],
+                          capture_output=True, text=True)
+    return "" if done.returncode == 0 else f"the runtime folder is a host folder ({done.stderr.strip()[:200]})"
+
+
+def release_runtime(runtime: Path) -> None:
+    subprocess.run(["umount", "-l", str(runtime)], capture_output=True)
 
 
 # CPU-dispatch settings of torch, MKL and oneDNN: they choose the vector code a kernel runs (and so its

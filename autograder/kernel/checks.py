@@ -28,25 +28,14 @@ import numpy as np
 import torch
 
 from autograder.kernel import observations as _obs
+from autograder.kernel import protocol
 
-_Tensor = torch.Tensor
-_Parameter = torch.nn.Parameter
-_is_tensor = torch.is_tensor
-_isnan = torch.isnan
-_eq = torch.eq
-_gt = torch.gt
-_any = torch.any
-_all = torch.all
-_abs = torch.abs
-_float64 = torch.float64
 # Called unbound on what a student's function returned, so that an instance attribute of the same name (a plain
 # tensor has a __dict__) cannot answer for it. Taken at import, before any student code: these are the methods
 # of torch._C.TensorBase and torch._C.StorageBase, immutable types that a later patch of torch.Tensor leaves alone.
 _untyped_storage = torch.Tensor.untyped_storage
 _storage_data_ptr = torch.UntypedStorage.data_ptr
 _detach = torch.Tensor.detach
-_isinstance = isinstance
-_type = type
 _EXACT_BUILTINS = (bool, int, float, str)
 
 __all__ = [
@@ -122,14 +111,14 @@ def _fail(name: str, problem: str, hint: str | None = None) -> None:
 
 def describe(value: Any) -> str:
     """One line naming what ``value`` is: for a tensor its shape, dtype, device and graph."""
-    if _isinstance(value, _Tensor):
+    if isinstance(value, torch.Tensor):
         parts = [f"shape={tuple(value.shape)}", f"dtype={value.dtype}", f"device={value.device}"]
         if value.requires_grad:
             parts.append("requires_grad=True")
         if value.grad_fn is not None:
             parts.append(f"grad_fn={type(value.grad_fn).__name__}")
         return f"Tensor({', '.join(parts)})"
-    if _isinstance(value, np.ndarray):
+    if isinstance(value, np.ndarray):
         return f"numpy.ndarray(shape={value.shape}, dtype={value.dtype})"
     text = repr(value)
     if len(text) > 60:
@@ -147,11 +136,11 @@ def storage_id(t: torch.Tensor) -> int:
 
 def expect(condition: Any, message: str) -> None:
     """Fail with ``message`` unless ``condition`` is exactly ``True`` (or truthy bool-like)."""
-    if _isinstance(condition, _Tensor):
+    if isinstance(condition, torch.Tensor):
         if condition.numel() != 1:
             raise CheckFailed(f"{message}\n(the check got a tensor of shape {tuple(condition.shape)}, not a bool)")
         condition = bool(condition.item())
-    if condition is not True and not (_isinstance(condition, (bool, np.bool_)) and bool(condition)):
+    if condition is not True and not (isinstance(condition, (bool, np.bool_)) and bool(condition)):
         raise CheckFailed(message)
 
 
@@ -177,7 +166,7 @@ def call(fn: Callable, *args: Any, hints: Mapping[str, str] | None = None, **kwa
 
 def _explain_exception(exc: Exception, what: str, label: str, hints: Mapping[str, str] | None) -> None:
     """Fail for an exception raised by student code: a stub left in place, or an error with a hint."""
-    if _isinstance(exc, NotImplementedError):
+    if isinstance(exc, NotImplementedError):
         raise CheckFailed(
             f"{what} is not implemented yet: replace the `raise NotImplementedError()` line with your code."
         ) from None
@@ -188,15 +177,15 @@ def _explain_exception(exc: Exception, what: str, label: str, hints: Mapping[str
 
 def check_type(value: Any, expected_type: type | tuple, name: str = "result", hint: str | None = None) -> None:
     """``value`` must be an instance of ``expected_type`` (a Python bool is not accepted as an int)."""
-    types = expected_type if _isinstance(expected_type, tuple) else (expected_type,)
+    types = expected_type if isinstance(expected_type, tuple) else (expected_type,)
     # Built-in values must be exactly that type: a subclass could redefine == or float().
-    ok = any(_type(value) is t if t in _EXACT_BUILTINS else _isinstance(value, t) for t in types)
+    ok = any(type(value) is t if t in _EXACT_BUILTINS else isinstance(value, t) for t in types)
     if not ok:
         wanted = " or ".join(t.__name__ for t in types)
         if hint is None:
             if value is None:
                 hint = "the function does not return anything (a missing `return`?)"
-            elif _isinstance(value, _Tensor) and value.numel() == 1 and any(t in (bool, int, float) for t in types):
+            elif isinstance(value, torch.Tensor) and value.numel() == 1 and any(t in (bool, int, float) for t in types):
                 hint = "a one-element tensor is not a Python number: use `.item()` (or `bool(...)`)"
         _fail(name, f"expected a {wanted}, got {describe(value)}", hint)
 
@@ -248,18 +237,18 @@ def check_tensor(
     ``"shape"``, ``"dtype"``, ``"device"`` or ``"values"``.
     """
     hints = dict(hints or {})
-    if not _isinstance(actual, _Tensor):
+    if not isinstance(actual, torch.Tensor):
         hint = hints.get("type")
         if hint is None:
             if actual is None:
                 hint = "the function does not return anything (a missing `return`?)"
-            elif _isinstance(actual, np.ndarray):
+            elif isinstance(actual, np.ndarray):
                 hint = "a NumPy array, not a tensor: convert with torch.from_numpy or torch.as_tensor."
-            elif _isinstance(actual, (int, float, list, tuple)):
+            elif isinstance(actual, (int, float, list, tuple)):
                 hint = "a Python value, not a tensor: keep the result as a torch.Tensor."
         _fail(name, f"expected a torch.Tensor, got {describe(actual)}", hint)
-    if _type(actual) not in (_Tensor, _Parameter):
-        _fail(name, f"expected a plain torch.Tensor, got an instance of {_type(actual).__name__}",
+    if type(actual) not in (torch.Tensor, torch.nn.Parameter):
+        _fail(name, f"expected a plain torch.Tensor, got an instance of {type(actual).__name__}",
               "return an ordinary tensor (a Tensor subclass can change how it compares).")
     if tuple(actual.shape) != tuple(expected.shape):
         _fail(
@@ -274,20 +263,20 @@ def check_tensor(
         _fail(name, f"device is {actual.device}, expected {expected.device}",
               hints.get("device")
               or "tensors must be on the same device: move them with .to(device) and use the result.")
-    a = _detach(actual).to("cpu", _float64)
-    e = _detach(expected).to("cpu", _float64)
+    a = _detach(actual).to("cpu", torch.float64)
+    e = _detach(expected).to("cpu", torch.float64)
     if a.numel() == 0:
         return
-    nan_a, nan_e = _isnan(a), _isnan(e)
-    if not bool(_all(_eq(nan_a, nan_e))):
-        _fail(name, f"has NaN where the expected result has {'none' if not bool(_any(nan_e)) else 'numbers'}",
+    nan_a, nan_e = torch.isnan(a), torch.isnan(e)
+    if not bool(torch.all(torch.eq(nan_a, nan_e))):
+        _fail(name, f"has NaN where the expected result has {'none' if not bool(torch.any(nan_e)) else 'numbers'}",
               hints.get("values"))
     a = a.masked_fill(nan_a, 0.0)
     e = e.masked_fill(nan_e, 0.0)
-    diff = _abs(a - e)
-    allowed = atol + rtol * _abs(e)
-    bad = _gt(diff, allowed)
-    if bool(_any(bad)):
+    diff = torch.abs(a - e)
+    allowed = atol + rtol * torch.abs(e)
+    bad = torch.gt(diff, allowed)
+    if bool(torch.any(bad)):
         worst = int(diff.argmax())
         index = tuple(int(i) for i in np.unravel_index(worst, tuple(a.shape))) if a.dim() else ()
         _fail(
@@ -302,11 +291,11 @@ def check_tensor(
 def check_number(actual: Any, expected: float, name: str = "result", *, tol: float = 1e-6,
                  kind: type = float, hint: str | None = None) -> None:
     """``actual`` must be a plain Python number (not a tensor) within ``tol`` of ``expected``."""
-    if _isinstance(actual, _Tensor):
+    if isinstance(actual, torch.Tensor):
         _fail(name, f"expected a Python {kind.__name__}, got {describe(actual)}",
               "a tensor was returned: convert a one-element tensor with `.item()` "
               "(keeping the tensor also keeps its autograd graph alive).")
-    if kind is float and _isinstance(actual, int) and not _isinstance(actual, bool):
+    if kind is float and isinstance(actual, int) and not isinstance(actual, bool):
         actual = float(actual)
     check_type(actual, kind, name)
     if not math.isfinite(actual) or abs(actual - expected) > tol:
@@ -315,7 +304,7 @@ def check_number(actual: Any, expected: float, name: str = "result", *, tol: flo
 
 def check_shares_storage(a: torch.Tensor, b: torch.Tensor, name: str = "result", hint: str | None = None) -> None:
     """``a`` and ``b`` must be windows on one storage (a view, not a copy)."""
-    check_type(a, _Tensor, name)
+    check_type(a, torch.Tensor, name)
     if storage_id(a) != storage_id(b):
         _fail(name, "is a copy: it does not share storage with the input", hint)
 
@@ -323,7 +312,7 @@ def check_shares_storage(a: torch.Tensor, b: torch.Tensor, name: str = "result",
 def check_own_storage(result: torch.Tensor, source: torch.Tensor, name: str = "result",
                       hint: str | None = None) -> None:
     """``result`` must not share storage with ``source`` (writing to one must not change the other)."""
-    check_type(result, _Tensor, name)
+    check_type(result, torch.Tensor, name)
     if storage_id(result) == storage_id(source):
         _fail(name, "shares storage with the input, so writing to one changes the other", hint
               or "`.detach()` (like a view) returns a tensor on the same storage: add `.clone()` to copy the data.")
@@ -331,7 +320,7 @@ def check_own_storage(result: torch.Tensor, source: torch.Tensor, name: str = "r
 
 def check_no_autograd_history(t: torch.Tensor, name: str = "result", hint: str | None = None) -> None:
     """``t`` must be outside the autograd graph: no ``grad_fn``, ``requires_grad=False``."""
-    check_type(t, _Tensor, name)
+    check_type(t, torch.Tensor, name)
     if t.grad_fn is not None or t.requires_grad:
         _fail(name, f"is still attached to the autograd graph ({describe(t)})", hint
               or "`.clone()` is recorded by autograd (grad_fn=CloneBackward0): call `.detach()` before `.clone()`.")
@@ -356,7 +345,7 @@ def dataset_item(dataset: Any, index: int, name: str | None = None, size: int = 
         raise
     except Exception as exc:  # the student's error is the finding we report
         _explain_exception(exc, f"{label}: __getitem__", label, hints)
-    if not _isinstance(item, (tuple, list)) or len(item) != size:
+    if not isinstance(item, (tuple, list)) or len(item) != size:
         _fail(label, f"returned {describe(item)}; expected a tuple of {size} parts",
               "__getitem__ should return one example as a tuple, e.g. `return image, label`.")
     return tuple(item)
@@ -370,13 +359,13 @@ def expect_raises(fn: Callable, exc_type: type[BaseException] | tuple, message: 
     (Added for lesson 03.)
     """
     name = getattr(fn, "__name__", repr(fn))
-    wanted = exc_type.__name__ if _isinstance(exc_type, type) else " or ".join(t.__name__ for t in exc_type)
+    wanted = exc_type.__name__ if isinstance(exc_type, type) else " or ".join(t.__name__ for t in exc_type)
     try:
         fn(*args, **kwargs)
     except exc_type as exc:
         return exc
     except Exception as exc:  # a wrong exception type is itself the finding
-        if _isinstance(exc, NotImplementedError):
+        if isinstance(exc, NotImplementedError):
             _explain_exception(exc, name, name, None)
         _fail(f"{name}({_argument_summary(args, kwargs)})",
               f"raised {type(exc).__name__}: {exc}, expected {wanted}", message)
@@ -385,7 +374,7 @@ def expect_raises(fn: Callable, exc_type: type[BaseException] | tuple, message: 
 
 # ---------------------------------------------------------------- hidden checks
 
-REFERENCE_FILE = "reference_observations.json"
+REFERENCE_FILE = protocol.REFERENCE_FILE
 
 
 def _find_reference(lesson: str) -> Path | None:

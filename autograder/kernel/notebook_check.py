@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from autograder.kernel import selfcheck
+from autograder.kernel import protocol, selfcheck
 
 __all__ = ["self_check", "run_visible_checks", "format_results", "find_notebook", "progress"]
 
@@ -168,7 +168,7 @@ def run_visible_checks(lesson: str, namespace: dict | None = None,
                 raise
             except BaseException as exc:  # whatever the student's code raised is the finding we report
                 message = _explain(exc)
-        results.append({"exercise": grade_id[len("test_"):], "grade_id": grade_id,
+        results.append({"exercise": protocol.exercise_of(grade_id), "grade_id": grade_id,
                         "points": meta.get("points", 0), "passed": message is None, "message": message,
                         "seconds": round(time.monotonic() - started, 2)})
     return results

@@ -32,6 +32,8 @@ import sys
 import time
 from pathlib import Path
 
+from autograder.kernel import protocol
+
 # where the hidden part of a test cell starts in an instructor's source notebook
 HIDDEN_START = re.compile(r"^[ \t]*###[ \t]*BEGIN[ \t]+HIDDEN[ \t]+TESTS", re.M)
 CELL_TIMEOUT_S = 120          # the grader's per-cell limit (nbgrader_config.py of the course)
@@ -41,14 +43,8 @@ NOTE = ("Only the visible checks ran. Hidden tests run when your work is graded:
         "check is needed for full points but does not guarantee them.")
 
 
-def nbgrader_meta(cell) -> dict:
-    return cell.get("metadata", {}).get("nbgrader", {}) or {}
-
-
-def is_test_cell(cell) -> bool:
-    meta = nbgrader_meta(cell)
-    return (cell.get("cell_type") == "code" and bool(meta.get("grade"))
-            and str(meta.get("grade_id", "")).startswith("test_"))
+nbgrader_meta = protocol.nbgrader_meta
+is_test_cell = protocol.is_test_cell
 
 
 def visible_part(source: str) -> str:
@@ -144,12 +140,12 @@ def check_notebook(path: str, timeout: int = CELL_TIMEOUT_S, jobs: int = 1) -> d
             meta = nbgrader_meta(cell)
             ran = cell.get("execution_count") is not None
             report["checks"].append({
-                "exercise": meta["grade_id"][len("test_"):], "grade_id": meta["grade_id"],
+                "exercise": protocol.exercise_of(meta["grade_id"]), "grade_id": meta["grade_id"],
                 "points": meta.get("points", 0), "cell": index,
                 "passed": ran and error is None,
                 "message": _message(error) if error else (None if ran else "did not run"),
             })
-        elif error and "raises-exception" not in cell.get("metadata", {}).get("tags", []):
+        elif error and protocol.RAISES_EXCEPTION not in protocol.tags(cell):
             first_line = next((line for line in cell.source.splitlines() if line.strip()), "")
             report["other_errors"].append({"cell": index, "id": cell.get("id"),
                                            "grade_id": nbgrader_meta(cell).get("grade_id"),
