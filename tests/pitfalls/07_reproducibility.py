@@ -1,4 +1,31 @@
-"""Wrong answers for lesson 07, one per pitfall the curriculum lists (exercise -> pitfall -> answer cell)."""
+"""Wrong answers for lesson 07 (exercise -> description -> answer cell).
+
+PITFALLS are the mistakes the lesson names; HIDDEN_ONLY pass every visible check; PLAUSIBLE are what
+students write that the lesson does not name; RIGHT_ANSWERS are correct answers written another way;
+FORGERIES also forge the evidence. The lesson is hardened (it has FORGERIES): every wrong answer must
+be rejected by a value observation, not only by a boolean.
+"""
+from coursekit import FORGED_OBSERVE
+
+# decoupled_run's recipe, shared by the answers below: `{seed_line}`, `{model}`, `{loader}`, `{train}` vary.
+_MODEL = "nn.Sequential(nn.Linear(X.shape[1], width), nn.ReLU(), nn.Dropout(0.2), nn.Linear(width, 2))"
+_DATA = "TensorDataset(torch.arange(len(X)), X, y)"
+_TRAIN = '''    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    batches = []
+    model.train()
+    for epoch in range(num_epochs):
+        for idx, xb, yb in loader:
+            batches.append(idx.tolist())
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(model(xb), yb).backward()
+            optimizer.step()
+    return batches, model
+'''
+
+
+def _run(body: str, train: str = _TRAIN) -> str:
+    return ("\ndef decoupled_run(X, y, width, seed, num_epochs=2, batch_size=16):\n" + body + train)
+
 
 PITFALLS = {
     "set_seed": {
@@ -42,6 +69,38 @@ def make_generator_loader(dataset, batch_size, seed):
     return DataLoader(dataset, batch_size=batch_size, sampler=sampler)
 ''',
     },
+    "decoupled_run": {
+        "coupled_run unchanged: the loader shuffles from the global stream, after the initialization": _run(f'''
+    torch.manual_seed(seed)
+    model = {_MODEL}
+    loader = DataLoader({_DATA}, batch_size=batch_size, shuffle=True)
+'''),
+        "generator=torch.manual_seed(seed): the global stream seeded again for the loader": _run(f'''
+    torch.manual_seed(seed)
+    model = {_MODEL}
+    loader = DataLoader({_DATA}, batch_size=batch_size, shuffle=True, generator=torch.manual_seed(seed))
+'''),
+        "the model is built before torch.manual_seed(seed)": _run(f'''
+    model = {_MODEL}
+    torch.manual_seed(seed)
+    loader = DataLoader({_DATA}, batch_size=batch_size, shuffle=True, generator=torch.Generator().manual_seed(seed))
+'''),
+        "a seeded RandomSampler instead of a seeded loader": '''
+from torch.utils.data import RandomSampler
+''' + _run(f'''
+    torch.manual_seed(seed)
+    model = {_MODEL}
+    data = {_DATA}
+    sampler = RandomSampler(data, generator=torch.Generator().manual_seed(seed))
+    loader = DataLoader(data, batch_size=batch_size, sampler=sampler)
+'''),
+        "seeds the global stream again after building the model: the dropout masks move": _run(f'''
+    torch.manual_seed(seed)
+    model = {_MODEL}
+    loader = DataLoader({_DATA}, batch_size=batch_size, shuffle=True, generator=torch.Generator().manual_seed(seed))
+    torch.manual_seed(seed)
+'''),
+    },
     "seed_sweep": {
         "mean over the seeds instead of the results": '''
 def seed_sweep(train_fn, seeds):
@@ -72,80 +131,267 @@ def seed_sweep(train_fn, seeds):
     return {"mean": sum(values) / len(values), "min": min(values), "max": max(values)}
 ''',
     },
-    "environment_record": {
-        "missing keys: no determinism flags": '''
-def environment_record():
-    return {
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "torch": str(torch.__version__),
-        "numpy": np.__version__,
-        "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
-        "cuda": torch.version.cuda,
-        "cudnn": torch.backends.cudnn.version(),
-        "num_threads": torch.get_num_threads(),
-    }
-''',
-        "determinism flags fixed in advance instead of read at call time": '''
-_FLAGS = {
-    "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
-    "cudnn_benchmark": torch.backends.cudnn.benchmark,
-    "cudnn_deterministic": torch.backends.cudnn.deterministic,
-    "cublas_workspace_config": os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
 }
 
+HIDDEN_ONLY = {
+    "make_generator_loader": {
+        "one generator object for every loader, re-seeded on each call": '''
+_GENERATOR = torch.Generator()
 
-def environment_record():
-    return {
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "torch": str(torch.__version__),
-        "numpy": np.__version__,
-        "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
-        "cuda": torch.version.cuda,
-        "cudnn": torch.backends.cudnn.version(),
-        "num_threads": torch.get_num_threads(),
-        **_FLAGS,
-    }
+
+def make_generator_loader(dataset, batch_size, seed):
+    return DataLoader(dataset, batch_size=batch_size, shuffle=True, generator=_GENERATOR.manual_seed(seed))
 ''',
-        "torch.__version__ stored as a TorchVersion, not a plain str": '''
-def environment_record():
-    return {
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "torch": torch.__version__,
-        "numpy": np.__version__,
-        "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
-        "cuda": torch.version.cuda,
-        "cudnn": torch.backends.cudnn.version(),
-        "num_threads": torch.get_num_threads(),
-        "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
-        "cudnn_benchmark": torch.backends.cudnn.benchmark,
-        "cudnn_deterministic": torch.backends.cudnn.deterministic,
-        "cublas_workspace_config": os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
-    }
+    },
+    "decoupled_run": {
+        "ignores num_epochs and batch_size (always coupled_run's defaults)": _run(f'''
+    num_epochs, batch_size = 2, 16
+    torch.manual_seed(seed)
+    model = {_MODEL}
+    loader = DataLoader({_DATA}, batch_size=batch_size, shuffle=True, generator=torch.Generator().manual_seed(seed))
+'''),
+    },
+}
+
+PLAUSIBLE = {
+    "set_seed": {
+        "torch.seed() for torch, which seeds from a fresh non-deterministic number": '''
+def set_seed(seed):
+    torch.seed()
+    np.random.seed(seed)
+    random.seed(seed)
+''',
+        "also switches deterministic algorithms on (the spec: change nothing else)": '''
+def set_seed(seed):
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+    random.seed(seed)
+    torch.use_deterministic_algorithms(True)
+''',
+        "random.seed(str(seed)): a string seed gives another state than the int": '''
+def set_seed(seed):
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+    random.seed(str(seed))
+''',
+        "seeds torch from a NumPy draw instead of the seed itself": '''
+def set_seed(seed):
+    np.random.seed(seed)
+    random.seed(seed)
+    torch.manual_seed(int(np.random.randint(2**31)))
+''',
+    },
+    "make_generator_loader": {
+        "right loader, but also calls torch.manual_seed(seed) (resets everybody's stream)": '''
+def make_generator_loader(dataset, batch_size, seed):
+    torch.manual_seed(seed)
+    return DataLoader(dataset, batch_size=batch_size, shuffle=True, generator=torch.Generator().manual_seed(seed))
+''',
+        "a RandomSampler without its own generator, plus generator= on the DataLoader": '''
+from torch.utils.data import RandomSampler
+
+
+def make_generator_loader(dataset, batch_size, seed):
+    return DataLoader(dataset, batch_size=batch_size, sampler=RandomSampler(dataset),
+                      generator=torch.Generator().manual_seed(seed))
+''',
+        "one permutation drawn up front, the same order every epoch": '''
+from torch.utils.data import Subset
+
+
+def make_generator_loader(dataset, batch_size, seed):
+    order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed)).tolist()
+    return DataLoader(Subset(dataset, order), batch_size=batch_size, shuffle=False)
+''',
+        "drop_last=True, so every batch has the same size": '''
+def make_generator_loader(dataset, batch_size, seed):
+    return DataLoader(dataset, batch_size=batch_size, shuffle=True, drop_last=True,
+                      generator=torch.Generator().manual_seed(seed))
+''',
+    },
+    "decoupled_run": {
+        "records the batches in a first pass over the loader, then trains on later passes": _run(f'''
+    torch.manual_seed(seed)
+    model = {_MODEL}
+    loader = DataLoader({_DATA}, batch_size=batch_size, shuffle=True, generator=torch.Generator().manual_seed(seed))
+''', '''    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    batches = [idx.tolist() for _ in range(num_epochs) for idx, _, _ in loader]
+    model.train()
+    for epoch in range(num_epochs):
+        for idx, xb, yb in loader:
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(model(xb), yb).backward()
+            optimizer.step()
+    return batches, model
+'''),
+        "trains in eval mode, so that no dropout mask can depend on the width": _run(f'''
+    torch.manual_seed(seed)
+    model = {_MODEL}
+    loader = DataLoader({_DATA}, batch_size=batch_size, shuffle=True, generator=torch.Generator().manual_seed(seed))
+''', _TRAIN.replace("model.train()", "model.eval()")),
+        "seeds the loader's generator with a number drawn from the global stream": _run(f'''
+    torch.manual_seed(seed)
+    model = {_MODEL}
+    data_seed = int(torch.randint(2**31, ()))
+    loader = DataLoader({_DATA}, batch_size=batch_size, shuffle=True,
+                        generator=torch.Generator().manual_seed(data_seed))
+'''),
+        "a sanity-check forward pass before training (an extra draw of dropout masks)": _run(f'''
+    torch.manual_seed(seed)
+    model = {_MODEL}
+    loader = DataLoader({_DATA}, batch_size=batch_size, shuffle=True, generator=torch.Generator().manual_seed(seed))
+    assert model(X[:2]).shape == (2, 2)
+'''),
+    },
+    "seed_sweep": {
+        "sorts the values (for min and max) and returns them sorted": '''
+def seed_sweep(train_fn, seeds):
+    values = sorted(float(train_fn(seed)) for seed in seeds)
+    return {"values": values, "mean": sum(values) / len(values), "min": values[0], "max": values[-1]}
+''',
+        "seeds torch itself before each call instead of only passing the seed on": '''
+def seed_sweep(train_fn, seeds):
+    values = []
+    for seed in seeds:
+        torch.manual_seed(seed)
+        values.append(float(train_fn(seed)))
+    return {"values": values, "mean": sum(values) / len(values), "min": min(values), "max": max(values)}
+''',
+        "rounds each result to 4 decimals": '''
+def seed_sweep(train_fn, seeds):
+    values = [round(float(train_fn(seed)), 4) for seed in seeds]
+    return {"values": values, "mean": sum(values) / len(values), "min": min(values), "max": max(values)}
+''',
+        "collects the values in a module-level list that outlives the call": '''
+_VALUES = []
+
+
+def seed_sweep(train_fn, seeds):
+    for seed in seeds:
+        _VALUES.append(float(train_fn(seed)))
+    values = _VALUES
+    return {"values": values, "mean": sum(values) / len(values), "min": min(values), "max": max(values)}
 ''',
     },
 }
 
-HIDDEN_ONLY = {
-    "environment_record": {
-        "copy-paste slip: cudnn_deterministic reads cudnn.benchmark": '''
-def environment_record():
-    return {
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "torch": str(torch.__version__),
-        "numpy": np.__version__,
-        "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
-        "cuda": torch.version.cuda,
-        "cudnn": torch.backends.cudnn.version(),
-        "num_threads": torch.get_num_threads(),
-        "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
-        "cudnn_benchmark": torch.backends.cudnn.benchmark,
-        "cudnn_deterministic": torch.backends.cudnn.benchmark,
-        "cublas_workspace_config": os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
-    }
+RIGHT_ANSWERS = {
+    "set_seed": {
+        "another order, torch.random.manual_seed, prints to stdout and stderr": '''
+import sys
+
+
+def set_seed(seed):
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.random.manual_seed(seed)
+    print(f"seeded everything with {seed}")
+    print(f"debug: torch initial seed {torch.initial_seed()}", file=sys.stderr)
+''',
+    },
+    "make_generator_loader": {
+        "generator seeded in two statements, arguments by position, prints to stdout and stderr": '''
+import sys
+
+
+def make_generator_loader(dataset, batch_size, seed):
+    generator = torch.Generator()
+    generator.manual_seed(seed)
+    loader = DataLoader(dataset, batch_size, True, generator=generator)
+    print("loader with", len(loader), "batches")
+    print("generator seed", generator.initial_seed(), file=sys.stderr)
+    return loader
+''',
+    },
+    "decoupled_run": {
+        "loader from make_generator_loader built before the seed, CrossEntropyLoss, prints to stdout and stderr": '''
+import sys
+
+
+def decoupled_run(X, y, width, seed, num_epochs=2, batch_size=16):
+    loader = make_generator_loader(TensorDataset(torch.arange(len(X)), X, y), batch_size, seed)
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(X.shape[1], width), nn.ReLU(), nn.Dropout(0.2), nn.Linear(width, 2))
+    loss_fn = nn.CrossEntropyLoss()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    batches = []
+    model.train()
+    for epoch in range(num_epochs):
+        for step, (idx, xb, yb) in enumerate(loader):
+            optimizer.zero_grad(set_to_none=True)
+            loss = loss_fn(model(xb), yb)
+            loss.backward()
+            optimizer.step()
+            batches.append([int(i) for i in idx])
+        print(f"epoch {epoch}: last loss {loss.item():.4f}")
+        print(f"debug: {step + 1} batches", file=sys.stderr)
+    return batches, model
+''',
+    },
+    "seed_sweep": {
+        "statistics.fmean and sorted, a warning and a print to stderr": '''
+import statistics
+import sys
+import warnings
+
+
+def seed_sweep(train_fn, seeds):
+    values = []
+    for seed in seeds:
+        values.append(float(train_fn(seed)))
+        print(f"seed {seed}: {values[-1]}", file=sys.stderr)
+    if len(values) < 3:
+        warnings.warn("fewer than three seeds give a poor estimate of the spread")
+    ordered = sorted(values)
+    return {"values": values, "mean": statistics.fmean(values), "min": ordered[0], "max": ordered[-1]}
+''',
+    },
+}
+
+FORGERIES = {
+    "make_generator_loader": {
+        "shuffles from the global stream; observe patched: booleans come out True": FORGED_OBSERVE + '''
+
+def make_generator_loader(dataset, batch_size, seed):
+    return DataLoader(dataset, batch_size=batch_size, shuffle=True)
+''',
+        "shuffles from the global stream, and puts the global generator back after every epoch": '''
+class _TidyLoader(DataLoader):
+    def __iter__(self):
+        state = torch.get_rng_state()
+        try:
+            yield from super().__iter__()
+        finally:
+            torch.set_rng_state(state)
+
+
+def make_generator_loader(dataset, batch_size, seed):
+    return _TidyLoader(dataset, batch_size=batch_size, shuffle=True)
+''',
+    },
+    "decoupled_run": {
+        "trains on the global stream's order and reports the batches of a separately seeded loader": _run(f'''
+    torch.manual_seed(seed)
+    model = {_MODEL}
+    loader = DataLoader({_DATA}, batch_size=batch_size, shuffle=True)
+    shown = DataLoader({_DATA}, batch_size=batch_size, shuffle=True, generator=torch.Generator().manual_seed(seed))
+''', '''    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    batches = [idx.tolist() for _ in range(num_epochs) for idx, _, _ in shown]
+    model.train()
+    for epoch in range(num_epochs):
+        for idx, xb, yb in loader:
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(model(xb), yb).backward()
+            optimizer.step()
+    return batches, model
+'''),
+    },
+    "set_seed": {
+        "seeds torch and random only; observe patched: booleans come out True": FORGED_OBSERVE + '''
+
+def set_seed(seed):
+    torch.manual_seed(seed)
+    random.seed(seed)
 ''',
     },
 }
