@@ -10,8 +10,10 @@ What holds when bubblewrap works (``sandbox_available()``):
   and with cgroups every tmpfs page it writes counts towards its memory limit;
 - it runs as uid/gid 65534 (nobody) in its own user, PID, IPC, UTS and network
   namespaces: no network at all, no view of other processes;
-- ``prlimit`` caps its data segment (memory), file size, core dumps, open files and the
-  number of processes of the sandbox user (a fork bomb stops at the cap); ``taskset`` pins
+- ``prlimit`` caps its data segment (memory), file size, core dumps and open files; its processes are
+  capped by its own cgroup (``pids.max``) where the host has one, else by RLIMIT_NPROC: inside the
+  sandbox's own user namespace when the grader is not root (a cap per sandbox), for uid 65534 as a
+  whole when it is (shared by the sandboxes running at once); ``taskset`` pins
   it to its own cores, so a CPU hog slows nobody else;
 - the grader talks to it over Unix sockets in a folder shared with it alone.
 Without bubblewrap (``--sandbox none``) only the limits and the separate process remain.
@@ -123,6 +125,10 @@ def command_prefix(work_dir: Path, runtime_dir: Path, limits, cgroup: bool = Fal
     if running_as_root():
         # Drop to a real unprivileged user inside the namespaces: no capability survives.
         args += ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--no-new-privs"]
+    elif not cgroup:
+        # Not root: the sandbox has a user namespace of its own, and RLIMIT_NPROC set inside it counts only
+        # the processes of that namespace (the kernel's ucounts), so no two sandboxes share this cap.
+        args += ["prlimit", f"--nproc={limits.processes}", "--"]
     # the tmpfs work folder starts empty: give it matplotlib's font cache before the kernel starts
     args += ["sh", "-c", f'cp -r {MPL_CACHE_IN_SANDBOX} "$HOME/.matplotlib" 2>/dev/null; exec "$@"', "sh"]
     return prefix + args
