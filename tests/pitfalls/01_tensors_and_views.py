@@ -149,3 +149,169 @@ def independent_copy(t):
 ''',
     },
 }
+
+# Wrong answers students really write that the spec's pitfall list does not name; the hidden checks reject each
+# (on values: booleans granted, this lesson is hardened).
+PLAUSIBLE = {
+    "shares_storage": {
+        "recovers the storage's start as data_ptr() - offset * element_size(), so two empty tensors (0) share": '''
+def shares_storage(a, b):
+    def start(t):
+        return t.data_ptr() - t.storage_offset() * t.element_size()
+    return start(a) == start(b)
+''',
+        "tests numel() instead of the storage's bytes, so an empty slice of a tensor shares nothing": '''
+def shares_storage(a, b):
+    if a.numel() == 0 or b.numel() == 0:
+        return False
+    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+''',
+        "short-circuits on nbytes(), so an empty storage returns the int 0, not False": '''
+def shares_storage(a, b):
+    sa, sb = a.untyped_storage(), b.untyped_storage()
+    return sa.nbytes() and sb.nbytes() and sa.data_ptr() == sb.data_ptr()
+''',
+        "uses is_set_to, which also demands the same shape, strides and offset": '''
+def shares_storage(a, b):
+    return a.is_set_to(b)
+''',
+    },
+    "flatten_features": {
+        "squeezes first, so a batch of one loses its batch dimension": '''
+def flatten_features(x):
+    return x.squeeze().flatten(1)
+''',
+        "stacks the flattened examples one by one, which always copies": '''
+def flatten_features(x):
+    return torch.stack([example.flatten() for example in x])
+''',
+        "falls back to clone().view, but clone keeps the permuted strides and view fails again": '''
+def flatten_features(x):
+    try:
+        return x.view(x.shape[0], -1)
+    except RuntimeError:
+        return x.clone().view(x.shape[0], -1)
+''',
+        "puts -1 first, so the batch dimension ends up last": '''
+def flatten_features(x):
+    return x.reshape(-1, x.shape[0])
+''',
+    },
+    "independent_copy": {
+        "detach().contiguous(): contiguous() returns the tensor itself when it is contiguous already": '''
+def independent_copy(t):
+    return t.detach().contiguous()
+''',
+        "adds .float() by habit, so an int32 tensor comes back as float32": '''
+def independent_copy(t):
+    return t.detach().clone().float()
+''',
+        "detach_() cuts the source itself out of the graph before copying it": '''
+def independent_copy(t):
+    return t.detach_().clone()
+''',
+        "keeps requires_grad from t, so the copy of a tensor that requires grad requires grad": '''
+def independent_copy(t):
+    return t.detach().clone().requires_grad_(t.requires_grad)
+''',
+        "copy.deepcopy, which refuses a non-leaf and keeps requires_grad on a leaf": '''
+def independent_copy(t):
+    import copy
+    return copy.deepcopy(t)
+''',
+    },
+    "to_class_labels": {
+        ".byte(): cross_entropy accepts uint8, but the spec asks for torch.long": '''
+def to_class_labels(arr):
+    return torch.from_numpy(arr).byte()
+''',
+        "dtype=torch.int is int32, not torch.long": '''
+def to_class_labels(arr):
+    return torch.tensor(arr, dtype=torch.int)
+''',
+        "squeeze() turns a single label into a 0-D tensor": '''
+def to_class_labels(arr):
+    return torch.as_tensor(arr).long().squeeze()
+''',
+        "returns a column (N, 1) instead of a 1-D tensor": '''
+def to_class_labels(arr):
+    return torch.as_tensor(arr).long().view(-1, 1)
+''',
+    },
+    "linear_forward": {
+        "(weight @ x.T).T, which only works for 2-D x": '''
+def linear_forward(x, weight, bias):
+    return (weight @ x.T).T + bias
+''',
+        "flattens the leading dimensions with view, which fails on a non-contiguous x": '''
+def linear_forward(x, weight, bias):
+    flat = x.view(-1, x.shape[-1]) @ weight.T + bias
+    return flat.view(*x.shape[:-1], weight.shape[0])
+''',
+        "a matrix-vector product per example, then squeeze(), which drops a batch of one": '''
+def linear_forward(x, weight, bias):
+    return torch.matmul(weight, x.unsqueeze(-1)).squeeze() + bias
+''',
+        "an einsum written for 2-D input only": '''
+def linear_forward(x, weight, bias):
+    return torch.einsum("ni,oi->no", x, weight) + bias
+''',
+    },
+}
+
+# Correct answers written differently: they keep full marks.
+RIGHT_ANSWERS = {
+    "shares_storage": {
+        "compares the storages' start and size, printing to stdout and stderr": '''
+def shares_storage(a, b):
+    import sys
+    sa, sb = torch.Tensor.untyped_storage(a), torch.Tensor.untyped_storage(b)
+    print("storage sizes in bytes:", sa.nbytes(), sb.nbytes())
+    print("comparing storage addresses", file=sys.stderr)
+    if sa.nbytes() == 0 or sb.nbytes() == 0:
+        return False
+    return bool(sa.data_ptr() == sb.data_ptr())
+''',
+    },
+    "flatten_features": {
+        "torch.flatten(x, start_dim=1)": '''
+def flatten_features(x):
+    return torch.flatten(x, start_dim=1)
+''',
+        "contiguous() first (a no-op when it is already), then view": '''
+def flatten_features(x):
+    return x.contiguous().view(len(x), -1)
+''',
+    },
+    "independent_copy": {
+        "torch.tensor(t), which warns and copies without history": '''
+def independent_copy(t):
+    return torch.tensor(t)
+''',
+        "clone() under torch.no_grad()": '''
+def independent_copy(t):
+    with torch.no_grad():
+        return t.clone()
+''',
+    },
+    "to_class_labels": {
+        "torch.tensor(arr, dtype=torch.long)": '''
+def to_class_labels(arr):
+    return torch.tensor(arr, dtype=torch.long)
+''',
+        "NumPy's astype first, then from_numpy": '''
+def to_class_labels(arr):
+    return torch.from_numpy(arr.astype(np.int64))
+''',
+    },
+    "linear_forward": {
+        "an einsum over any leading dimensions": '''
+def linear_forward(x, weight, bias):
+    return torch.einsum("...i,oi->...o", x, weight) + bias
+''',
+        "float64 inside, back to x's dtype": '''
+def linear_forward(x, weight, bias):
+    return (x.double() @ weight.double().mT + bias.double()).to(x.dtype)
+''',
+    },
+}

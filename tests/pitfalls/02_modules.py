@@ -192,3 +192,182 @@ class MLP(nn.Module):
 ''',
     },
 }
+
+# Wrong answers students really write that the spec's pitfall list does not name; the hidden checks reject each.
+PLAUSIBLE = {
+    "count_parameters": {
+        "keeps the parameters whose requires_grad equals trainable_only, so False counts only the frozen ones": '''
+def count_parameters(model, trainable_only=True):
+    return sum(p.numel() for p in model.parameters() if p.requires_grad == trainable_only)
+''',
+        "always counts only the trainable ones, whatever trainable_only says": '''
+def count_parameters(model, trainable_only=True):
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+''',
+        "multiplies the shape with np.prod, which returns a NumPy integer, not a Python int": '''
+def count_parameters(model, trainable_only=True):
+    import numpy as np
+    return sum(np.prod(p.shape) for p in model.parameters() if p.requires_grad or not trainable_only)
+''',
+        "walks model.children(), so a module without children counts nothing": '''
+def count_parameters(model, trainable_only=True):
+    return sum(p.numel() for child in model.children() for p in child.parameters()
+               if p.requires_grad or not trainable_only)
+''',
+    },
+    "MLP": {
+        "reads dropout as a keep probability, as TensorFlow 1's keep_prob": _MLP_LAYERS.replace(
+            "nn.Dropout(dropout)", "nn.Dropout(1 - dropout)") + '''
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, x):
+        return self.net(x)
+''',
+        "nn.Dropout(inplace=True) overwrites the ReLU output that backward needs": _MLP_LAYERS.replace(
+            "nn.Dropout(dropout)", "nn.Dropout(dropout, inplace=True)") + '''
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, x):
+        return self.net(x)
+''',
+        "GELU instead of ReLU between the layers": _MLP_LAYERS.replace("nn.ReLU()", "nn.GELU()") + '''
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, x):
+        return self.net(x)
+''',
+        "dropout on the input instead of after each hidden ReLU": '''
+class MLP(nn.Module):
+    def __init__(self, sizes, dropout=0.0):
+        super().__init__()
+        self.drop = nn.Dropout(dropout)
+        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:]))
+
+    def forward(self, x):
+        x = self.drop(x)
+        for layer in self.layers[:-1]:
+            x = torch.relu(layer(x))
+        return self.layers[-1](x)
+''',
+    },
+    "RunningMean": {
+        "tests `if self.train:`, a method and always true, so eval mode updates too": '''
+class RunningMean(nn.Module):
+    def __init__(self, num_features):
+        super().__init__()
+        self.register_buffer("mean", torch.zeros(num_features))
+        self.register_buffer("count", torch.tensor(0))
+
+    def forward(self, x):
+        if self.train:
+            with torch.no_grad():
+                n_new = x.shape[0]
+                self.mean += (x.sum(dim=0) - n_new * self.mean) / (self.count + n_new)
+                self.count += n_new
+        return x - self.mean
+''',
+        "@torch.no_grad() on the whole forward, so the output carries no gradient either": '''
+class RunningMean(nn.Module):
+    def __init__(self, num_features):
+        super().__init__()
+        self.register_buffer("mean", torch.zeros(num_features))
+        self.register_buffer("count", torch.tensor(0))
+
+    @torch.no_grad()
+    def forward(self, x):
+        if self.training:
+            n_new = x.shape[0]
+            self.mean += (x.sum(dim=0) - n_new * self.mean) / (self.count + n_new)
+            self.count += n_new
+        return x - self.mean
+''',
+        "centres with the mean from before the update": '''
+class RunningMean(nn.Module):
+    def __init__(self, num_features):
+        super().__init__()
+        self.register_buffer("mean", torch.zeros(num_features))
+        self.register_buffer("count", torch.tensor(0))
+
+    def forward(self, x):
+        out = x - self.mean
+        if self.training:
+            with torch.no_grad():
+                n_new = x.shape[0]
+                self.mean += (x.sum(dim=0) - n_new * self.mean) / (self.count + n_new)
+                self.count += n_new
+        return out
+''',
+        "keeps count as a float tensor, not torch.long": '''
+class RunningMean(nn.Module):
+    def __init__(self, num_features):
+        super().__init__()
+        self.register_buffer("mean", torch.zeros(num_features))
+        self.register_buffer("count", torch.tensor(0.0))
+''' + _RUNNING_FORWARD,
+    },
+}
+
+# Correct answers written differently: they keep full marks.
+RIGHT_ANSWERS = {
+    "count_parameters": {
+        "named_parameters() (which skips duplicates), printing to stdout and stderr": '''
+def count_parameters(model, trainable_only=True):
+    import sys
+    total = 0
+    for name, p in model.named_parameters():
+        if trainable_only and not p.requires_grad:
+            print("skipping frozen", name, file=sys.stderr)
+            continue
+        total += p.numel()
+    print("counted", total)
+    return total
+''',
+    },
+    "MLP": {
+        "layers registered with setattr, functional ReLU and F.dropout(x, p, self.training)": '''
+class MLP(nn.Module):
+    def __init__(self, sizes, dropout=0.0):
+        super().__init__()
+        self.p = dropout
+        self.depth = len(sizes) - 1
+        for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:])):
+            setattr(self, f"fc{i}", nn.Linear(n_in, n_out))
+
+    def forward(self, x):
+        for i in range(self.depth):
+            x = getattr(self, f"fc{i}")(x)
+            if i < self.depth - 1:
+                x = nn.functional.dropout(torch.relu(x), self.p, self.training)
+        return x
+''',
+        "Linear, ReLU, Dropout for every layer, then the last two trimmed": '''
+class MLP(nn.Module):
+    def __init__(self, sizes, dropout=0.0):
+        super().__init__()
+        layers = []
+        for n_in, n_out in zip(sizes[:-1], sizes[1:]):
+            layers += [nn.Linear(n_in, n_out), nn.ReLU(), nn.Dropout(dropout)]
+        self.net = nn.Sequential(*layers[:-2])
+
+    def forward(self, x):
+        return self.net(x)
+''',
+    },
+    "RunningMean": {
+        "rebinds the buffers to new tensors (a sum-based formula) under no_grad": '''
+class RunningMean(nn.Module):
+    def __init__(self, num_features):
+        super().__init__()
+        self.register_buffer("mean", torch.zeros(num_features))
+        self.register_buffer("count", torch.zeros((), dtype=torch.long))
+
+    def forward(self, x):
+        if self.training:
+            with torch.no_grad():
+                total = self.mean * self.count + x.sum(dim=0)
+                self.count = self.count + x.shape[0]
+                self.mean = total / self.count
+        return x - self.mean
+''',
+    },
+}

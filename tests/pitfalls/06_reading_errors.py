@@ -186,3 +186,214 @@ def classify_error(exc):
 ''',
     },
 }
+
+# Wrong answers students really write that the spec's pitfall list does not name; the hidden checks reject each.
+PLAUSIBLE = {
+    "checked_mse": {
+        "refuses with an assert, which raises AssertionError, not ValueError": '''
+def checked_mse(pred, target):
+    assert pred.shape == target.shape, f"pred {tuple(pred.shape)} and target {tuple(target.shape)} differ"
+    return F.mse_loss(pred, target)
+''',
+        "compares only the number of dimensions, so (4, 2) against (2, 4) gets through": '''
+def checked_mse(pred, target):
+    if pred.dim() != target.dim():
+        raise ValueError(f"pred {tuple(pred.shape)} and target {tuple(target.shape)} differ")
+    return F.mse_loss(pred, target)
+''',
+        "squeezes both first, so (8,) against (8, 1) is quietly accepted": '''
+def checked_mse(pred, target):
+    pred, target = pred.squeeze(), target.squeeze()
+    if pred.shape != target.shape:
+        raise ValueError(f"pred {tuple(pred.shape)} and target {tuple(target.shape)} differ")
+    return F.mse_loss(pred, target)
+''',
+        "averages over dim 0 only, so a (5, 3) pair gives 3 numbers instead of one": '''
+def checked_mse(pred, target):
+    if pred.shape != target.shape:
+        raise ValueError(f"pred {tuple(pred.shape)} and target {tuple(target.shape)} differ")
+    return ((pred - target) ** 2).mean(dim=0)
+''',
+    },
+    "move_batch": {
+        "knows lists and dicts but not tuples, so (inputs, labels) stays where it was": '''
+def move_batch(batch, device):
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device)
+    if isinstance(batch, dict):
+        return {key: move_batch(value, device) for key, value in batch.items()}
+    if isinstance(batch, list):
+        return [move_batch(item, device) for item in batch]
+    return batch
+''',
+        "treats every iterable as a container, so a string recurses forever": '''
+def move_batch(batch, device):
+    from collections.abc import Iterable
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device)
+    if isinstance(batch, dict):
+        return {key: move_batch(value, device) for key, value in batch.items()}
+    if isinstance(batch, Iterable):
+        return type(batch)(move_batch(item, device) for item in batch)
+    return batch
+''',
+        "adds .float() by habit, so the labels stop being torch.long": '''
+def move_batch(batch, device):
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device).float()
+    if isinstance(batch, dict):
+        return {key: move_batch(value, device) for key, value in batch.items()}
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(move_batch(item, device) for item in batch)
+    return batch
+''',
+        "writes the moved tensors into the caller's dicts and lists": '''
+def move_batch(batch, device):
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device)
+    if isinstance(batch, dict):
+        for key in batch:
+            batch[key] = move_batch(batch[key], device)
+        return batch
+    if isinstance(batch, list):
+        for i, item in enumerate(batch):
+            batch[i] = move_batch(item, device)
+        return batch
+    if isinstance(batch, tuple):
+        return tuple(move_batch(item, device) for item in batch)
+    return batch
+''',
+    },
+    "gated_residual": {
+        "accumulates into out = x with +=, which writes into x": '''
+def gated_residual(x, w):
+    out = x
+    out += torch.tanh(x @ w) * torch.sigmoid(x)
+    return out
+''',
+        "transposes w out of nn.Linear habit": '''
+def gated_residual(x, w):
+    return x + torch.tanh(x @ w.T) * torch.sigmoid(x)
+''',
+        "an einsum written for 2-D x only": '''
+def gated_residual(x, w):
+    return x + torch.tanh(torch.einsum("ij,jk->ik", x, w)) * torch.sigmoid(x)
+''',
+    },
+    "classify_error": {
+        "only RuntimeError counts, so cross_entropy's ValueError and numpy()'s TypeError come back 'other'": '''
+def classify_error(exc):
+    if not isinstance(exc, RuntimeError):
+        return "other"
+    message = str(exc).lower()
+    for family, words in [("inplace", ("inplace", "in-place")), ("device", ("device",)),
+                          ("dtype", ("dtype", "scalar type")), ("shape", ("shape", "size", "dimension"))]:
+        if any(word in message for word in words):
+            return family
+    return "other"
+''',
+        "reads 'expected ... but got' as a dtype error, though shape messages say it too": '''
+def classify_error(exc):
+    message = str(exc).lower()
+    if "inplace" in message or "in-place" in message:
+        return "inplace"
+    if "device" in message:
+        return "device"
+    if "dtype" in message or "scalar type" in message or ("expected" in message and "but got" in message):
+        return "dtype"
+    if "shape" in message or "size" in message or "dimension" in message:
+        return "shape"
+    return "other"
+''',
+        "files everything about grad or backward under 'other' before looking for in-place": '''
+def classify_error(exc):
+    message = str(exc).lower()
+    if "grad" in message or "backward" in message:
+        return "other"
+    if "inplace" in message or "in-place" in message:
+        return "inplace"
+    if "device" in message:
+        return "device"
+    if "dtype" in message or "scalar type" in message:
+        return "dtype"
+    if "shape" in message or "size" in message or "dimension" in message:
+        return "shape"
+    return "other"
+''',
+        "takes every ValueError for a shape error": '''
+def classify_error(exc):
+    message = str(exc).lower()
+    if isinstance(exc, ValueError):
+        return "shape"
+    if "inplace" in message or "in-place" in message:
+        return "inplace"
+    if "device" in message:
+        return "device"
+    if "dtype" in message or "scalar type" in message:
+        return "dtype"
+    if "shape" in message or "size" in message or "dimension" in message:
+        return "shape"
+    return "other"
+''',
+    },
+}
+
+# Correct answers written differently: they keep full marks.
+RIGHT_ANSWERS = {
+    "checked_mse": {
+        "by hand, naming the shapes as torch.Size, printing to stdout and stderr": '''
+def checked_mse(pred, target):
+    import sys
+    print("checked_mse:", pred.shape, target.shape)
+    if pred.shape != target.shape:
+        print("refusing", file=sys.stderr)
+        raise ValueError(f"shapes differ: {pred.shape} vs {target.shape}")
+    return ((pred - target) ** 2).mean()
+''',
+    },
+    "move_batch": {
+        "torch.utils._pytree.tree_map over the batch": '''
+def move_batch(batch, device):
+    from torch.utils._pytree import tree_map
+    return tree_map(lambda value: value.to(device) if isinstance(value, torch.Tensor) else value, batch)
+''',
+        "non_blocking=True, tuple and list handled apart": '''
+def move_batch(batch, device):
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device, non_blocking=True)
+    if isinstance(batch, dict):
+        return {key: move_batch(value, device) for key, value in batch.items()}
+    if isinstance(batch, tuple):
+        return tuple(move_batch(item, device) for item in batch)
+    if isinstance(batch, list):
+        return [move_batch(item, device) for item in batch]
+    return batch
+''',
+    },
+    "gated_residual": {
+        "keeps the harmless tanh_ on the fresh matrix product": '''
+def gated_residual(x, w):
+    h = (x @ w).tanh_()
+    return x + h * x.sigmoid()
+''',
+        "torch.addcmul": '''
+def gated_residual(x, w):
+    return torch.addcmul(x, torch.tanh(torch.matmul(x, w)), torch.sigmoid(x))
+''',
+    },
+    "classify_error": {
+        "regular expressions, ignoring case, printing to stdout and stderr": '''
+def classify_error(exc):
+    import re
+    import sys
+    text = str(exc)
+    print("classifying:", text[:60])
+    print(type(exc).__name__, file=sys.stderr)
+    for family, pattern in [("inplace", r"in-?place"), ("device", r"device"), ("dtype", r"dtype|scalar type"),
+                            ("shape", r"shape|size|dimension")]:
+        if re.search(pattern, text, flags=re.IGNORECASE):
+            return family
+    return "other"
+''',
+    },
+}
