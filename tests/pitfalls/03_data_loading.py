@@ -1,7 +1,10 @@
 """Wrong answers for lesson 03: one per pitfall the curriculum lists, and a few more (exercise -> pitfall -> answer).
 
-PITFALLS fail a visible check with their message; HIDDEN_ONLY pass every visible check and fail a hidden one.
+PITFALLS fail a visible check with their message; HIDDEN_ONLY pass every visible check and fail a hidden one;
+PLAUSIBLE fail the hidden checks, RIGHT_ANSWERS pass everything, FORGERIES (a wrong answer that forges its
+evidence) fail the hidden checks.
 """
+from coursekit import FORGED_OBSERVE
 
 _DIGITS_HEAD = '''
 class DigitsDataset(Dataset):
@@ -166,5 +169,245 @@ class SpiralDataset(Dataset):
         point = radius * torch.stack([torch.cos(angle), torch.sin(angle)]) + 0.08 * noise
         return point, torch.tensor(label)
 ''',
+    },
+}
+
+
+# Mistakes students make that the spec's pitfall list does not name; the hidden checks reject each on values.
+PLAUSIBLE = {
+    "DigitsDataset": {
+        "an unknown split raises KeyError (a dict lookup), not ValueError": '''
+class DigitsDataset(Dataset):
+    def __init__(self, split):
+        arrays = load_digits()
+        rows = {"train": arrays.train_index, "val": arrays.val_index}[split]
+        train_raw = arrays.images[arrays.train_index].astype(np.float64)
+        self.mean = float(train_raw.mean())
+        self.std = float(train_raw.std())
+        self.images = (torch.from_numpy(arrays.images[rows]).float().unsqueeze(1) - self.mean) / self.std
+        self.labels = torch.from_numpy(arrays.labels[rows]).long()
+''' + _DIGITS_TAIL,
+        "labels returned as Python ints (a DataLoader collates them into the same batch)": _DIGITS_HEAD + '''
+        self.images = (torch.from_numpy(arrays.images[rows]).float().unsqueeze(1) - self.mean) / self.std
+        self.labels = [int(v) for v in arrays.labels[rows]]
+''' + _DIGITS_TAIL,
+        "each image normalized with its own mean and std": _DIGITS_HEAD + '''
+        raw = torch.from_numpy(arrays.images[rows]).float().unsqueeze(1)
+        flat = raw.flatten(1)
+        self.images = ((flat - flat.mean(1, keepdim=True)) / flat.std(1, correction=0, keepdim=True).clamp_min(1e-6)
+                       ).reshape(raw.shape)
+        self.labels = torch.from_numpy(arrays.labels[rows]).long()
+''' + _DIGITS_TAIL,
+        "mean and std kept as 0-dimensional tensors (no .item())": '''
+class DigitsDataset(Dataset):
+    def __init__(self, split):
+        if split not in ("train", "val"):
+            raise ValueError(split)
+        arrays = load_digits()
+        train_raw = torch.from_numpy(arrays.images[arrays.train_index]).double()
+        self.mean = train_raw.mean()
+        self.std = train_raw.std(correction=0)
+        rows = arrays.train_index if split == "train" else arrays.val_index
+        raw = torch.from_numpy(arrays.images[rows]).double().unsqueeze(1)
+        self.images = ((raw - self.mean) / self.std).float()
+        self.labels = torch.from_numpy(arrays.labels[rows]).long()
+''' + _DIGITS_TAIL,
+    },
+    "SpiralDataset": {
+        "no bounds check: an index past the end wraps onto a third spiral": '''
+class SpiralDataset(Dataset):
+    def __init__(self, n_per_class=400, seed=0):
+        self.n_per_class, self.seed = n_per_class, seed
+        self.t = torch.linspace(0.5, 3 * math.pi, n_per_class)
+
+    def __len__(self):
+        return 2 * self.n_per_class
+
+    def __getitem__(self, i):
+        label = i // self.n_per_class
+        t = self.t[i % self.n_per_class]
+        radius, angle = t / (3 * math.pi) * 2.5, t + label * math.pi
+        noise = torch.randn(2, generator=torch.Generator().manual_seed(self.seed * len(self) + i))
+        return radius * torch.stack([torch.cos(angle), torch.sin(angle)]) + 0.08 * noise, torch.tensor(label)
+''',
+        "forgets the 0.08 noise scale": _SPIRAL_HEAD + '''
+        noise = torch.randn(2, generator=torch.Generator().manual_seed(self.seed * len(self) + i))
+        point = radius * torch.stack([torch.cos(angle), torch.sin(angle)]) + noise
+        return point, torch.tensor(label)
+''',
+        "the point computed in NumPy, so it is float64": '''
+class SpiralDataset(Dataset):
+    def __init__(self, n_per_class=400, seed=0):
+        self.n_per_class, self.seed = n_per_class, seed
+        self.t = np.linspace(0.5, 3 * np.pi, n_per_class)
+
+    def __len__(self):
+        return 2 * self.n_per_class
+
+    def __getitem__(self, i):
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        label = i // self.n_per_class
+        t = self.t[i % self.n_per_class]
+        radius, angle = t / (3 * np.pi) * 2.5, t + label * np.pi
+        noise = torch.randn(2, generator=torch.Generator().manual_seed(self.seed * len(self) + i)).numpy()
+        point = radius * np.array([np.cos(angle), np.sin(angle)]) + 0.08 * noise
+        return torch.from_numpy(point), torch.tensor(label)
+''',
+        "radius t / (3 pi), without the factor 2.5": _SPIRAL_HEAD.replace("* 2.5", "") + '''
+        noise = torch.randn(2, generator=torch.Generator().manual_seed(self.seed * len(self) + i))
+''' + _SPIRAL_TAIL,
+    },
+    "make_loaders": {
+        "shuffles once: a fixed permutation, the same order every epoch": '''
+def make_loaders(train_ds, val_ds, batch_size):
+    order = torch.randperm(len(train_ds)).tolist()
+    return (DataLoader(torch.utils.data.Subset(train_ds, order), batch_size=batch_size),
+            DataLoader(val_ds, batch_size=batch_size))
+''',
+        "a validation batch twice as large (no gradients, so it fits)": '''
+def make_loaders(train_ds, val_ds, batch_size):
+    return (DataLoader(train_ds, batch_size=batch_size, shuffle=True),
+            DataLoader(val_ds, batch_size=2 * batch_size))
+''',
+        "samples with replacement (RandomSampler(replacement=True))": '''
+def make_loaders(train_ds, val_ds, batch_size):
+    sampler = torch.utils.data.RandomSampler(train_ds, replacement=True)
+    return DataLoader(train_ds, batch_size=batch_size, sampler=sampler), DataLoader(val_ds, batch_size=batch_size)
+''',
+        "a seeded generator of its own, so torch.manual_seed no longer fixes the order": '''
+def make_loaders(train_ds, val_ds, batch_size):
+    return (DataLoader(train_ds, batch_size=batch_size, shuffle=True, generator=torch.Generator().manual_seed(0)),
+            DataLoader(val_ds, batch_size=batch_size))
+''',
+    },
+    "seed_worker": {
+        "modulo 2**31 instead of 2**32": '''
+def seed_worker(worker_id):
+    seed = torch.initial_seed() % 2**31
+    np.random.seed(seed)
+    random.seed(seed)
+''',
+        "seeds a new NumPy Generator (default_rng), which leaves np.random's global state alone": '''
+def seed_worker(worker_id):
+    seed = torch.initial_seed() % 2**32
+    global worker_rng
+    worker_rng = np.random.default_rng(seed)
+    random.seed(seed)
+''',
+        "adds the worker id again (torch.initial_seed() already includes it)": '''
+def seed_worker(worker_id):
+    seed = (torch.initial_seed() + worker_id) % 2**32
+    np.random.seed(seed)
+    random.seed(seed)
+''',
+        "seeds NumPy only, not random": '''
+def seed_worker(worker_id):
+    np.random.seed(torch.initial_seed() % 2**32)
+''',
+    },
+}
+
+# Correct answers written differently: they keep their points.
+RIGHT_ANSWERS = {
+    "DigitsDataset": {
+        "torch throughout, float64 statistics, prints to stdout and stderr": '''
+import sys
+
+
+class DigitsDataset(Dataset):
+    def __init__(self, split):
+        arrays = load_digits()
+        if split == "train":
+            rows = arrays.train_index
+        elif split == "val":
+            rows = arrays.val_index
+        else:
+            raise ValueError(f"unknown split {split}")
+        train = torch.as_tensor(arrays.images[arrays.train_index], dtype=torch.float64)
+        self.mean, self.std = train.mean().item(), train.std(correction=0).item()
+        print(f"{split}: mean {self.mean:.3f} std {self.std:.3f}")
+        print("normalizing with the training statistics", file=sys.stderr)
+        images = torch.as_tensor(arrays.images[rows], dtype=torch.float64)[:, None]
+        self.images = ((images - self.mean) / self.std).to(torch.float32)
+        self.labels = torch.as_tensor(arrays.labels[rows]).to(torch.long)
+
+    def __len__(self):
+        return self.labels.shape[0]
+
+    def __getitem__(self, i):
+        return self.images[i], self.labels[i]
+''',
+    },
+    "SpiralDataset": {
+        "math on Python floats, another seed formula, float64 inside": '''
+class SpiralDataset(Dataset):
+    def __init__(self, n_per_class=400, seed=0):
+        self.n_per_class, self.seed = n_per_class, seed
+
+    def __len__(self):
+        return 2 * self.n_per_class
+
+    def __getitem__(self, i):
+        if i < 0 or i >= len(self):
+            raise IndexError(f"{i} is out of range")
+        label, k = divmod(i, self.n_per_class)
+        t = torch.linspace(0.5, 3 * math.pi, self.n_per_class, dtype=torch.float64)[k].item()
+        radius, angle = t / (3 * math.pi) * 2.5, t + label * math.pi
+        gen = torch.Generator()
+        gen.manual_seed(1_000_003 * self.seed + i)
+        noise = torch.randn(2, generator=gen, dtype=torch.float64)
+        point = torch.tensor([radius * math.cos(angle), radius * math.sin(angle)], dtype=torch.float64) + 0.08 * noise
+        return point.float(), torch.tensor(label, dtype=torch.long)
+''',
+    },
+    "make_loaders": {
+        "explicit samplers, prints to stdout and stderr": '''
+import sys
+
+from torch.utils.data import RandomSampler, SequentialSampler
+
+
+def make_loaders(train_ds, val_ds, batch_size):
+    print(f"{len(train_ds)} training and {len(val_ds)} validation examples")
+    print("batch size", batch_size, file=sys.stderr)
+    train = DataLoader(train_ds, batch_size=batch_size, sampler=RandomSampler(train_ds), drop_last=False)
+    val = DataLoader(val_ds, batch_size=batch_size, sampler=SequentialSampler(val_ds))
+    return train, val
+''',
+    },
+    "seed_worker": {
+        "a bit mask instead of the modulo, random seeded first": '''
+def seed_worker(worker_id):
+    seed = torch.initial_seed() & 0xFFFF_FFFF
+    random.seed(seed)
+    np.random.seed(seed)
+''',
+    },
+}
+
+FORGERIES = {
+    "make_loaders": {
+        "no shuffling; observe patched so that booleans come out True": FORGED_OBSERVE + '''
+
+def make_loaders(train_ds, val_ds, batch_size):
+    return DataLoader(train_ds, batch_size=batch_size), DataLoader(val_ds, batch_size=batch_size)
+''',
+        "shuffles once, when the loaders are made; observe patched so that booleans come out True":
+            FORGED_OBSERVE + '''
+
+def make_loaders(train_ds, val_ds, batch_size):
+    order = [int(i) for i in torch.utils.data.RandomSampler(train_ds)]
+    return (DataLoader(torch.utils.data.Subset(train_ds, order), batch_size=batch_size),
+            DataLoader(val_ds, batch_size=batch_size))
+''',
+    },
+    "SpiralDataset": {
+        "the global RNG, its state put back after every draw; observe patched so that booleans come out True":
+            FORGED_OBSERVE + _SPIRAL_HEAD + '''
+        state = torch.get_rng_state()
+        noise = torch.randn(2)
+        torch.set_rng_state(state)
+''' + _SPIRAL_TAIL,
     },
 }

@@ -1,7 +1,9 @@
 """Wrong answers for lesson 09_debugging_training: each embodies one listed pitfall.
 
-Keyed exercise -> pitfall -> answer cell.
+Keyed exercise -> pitfall -> answer cell. PLAUSIBLE are mistakes the spec does not list (the hidden checks reject
+them), RIGHT_ANSWERS correct answers written differently, FORGERIES wrong answers that forge their evidence.
 """
+from coursekit import FORGED_OBSERVE
 
 PITFALLS = {
     "initial_loss_check": {
@@ -218,5 +220,317 @@ def grad_norm(model):
     norms = [p.grad.norm() for p in model.parameters() if p.grad is not None]
     return torch.stack(norms).norm().item()
 ''',
+    },
+}
+
+# A forward pass with autograd on leaves nothing behind: initial_loss_check returns a bool and the graph is freed when
+# it returns. Only an instrument (record_forward_modes around the model) sees it. The spec of the exercise says so.
+NO_VALUE_SIGNATURE = {
+    "initial_loss_check": {
+        "builds a graph: no torch.no_grad()": "the verdict, the model's mode and the RNG are the same; only memory and "
+                                              "time differ while the function runs",
+    },
+}
+
+PLAUSIBLE = {
+    "initial_loss_check": {
+        "nll_loss on the raw logits (no log_softmax)": """
+def initial_loss_check(model, batch, num_classes, tol):
+    xb, yb = batch
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        loss = nn.functional.nll_loss(model(xb), yb).item()
+    model.train(was_training)
+    return abs(loss - math.log(num_classes)) <= tol
+""",
+        "a relative tolerance, abs(loss / ln C - 1) <= tol": """
+def initial_loss_check(model, batch, num_classes, tol):
+    xb, yb = batch
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        loss = nn.functional.cross_entropy(model(xb), yb).item()
+    model.train(was_training)
+    return abs(loss / math.log(num_classes) - 1) <= tol
+""",
+        "always calls model.train() afterwards, whatever mode the model came in": """
+def initial_loss_check(model, batch, num_classes, tol):
+    xb, yb = batch
+    model.eval()
+    with torch.no_grad():
+        loss = nn.functional.cross_entropy(model(xb), yb).item()
+    model.train()
+    return abs(loss - math.log(num_classes)) <= tol
+""",
+        "the summed loss (reduction='sum') instead of the mean": """
+def initial_loss_check(model, batch, num_classes, tol):
+    xb, yb = batch
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        loss = nn.functional.cross_entropy(model(xb), yb, reduction="sum").item()
+    model.train(was_training)
+    return abs(loss - math.log(num_classes)) <= tol
+""",
+    },
+    "overfit_one_batch": {
+        "AdamW, whose default weight decay is 0.01": """
+def overfit_one_batch(model, batch, loss_fn, steps, lr):
+    xb, yb = batch
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        loss = loss_fn(model(xb), yb)
+        loss.backward()
+        optimizer.step()
+    return loss.item()
+""",
+        "zero_grad after the step, so gradients the model arrived with reach the first step": """
+def overfit_one_batch(model, batch, loss_fn, steps, lr):
+    xb, yb = batch
+    model.train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    for _ in range(steps):
+        loss = loss_fn(model(xb), yb)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    return loss.item()
+""",
+        "returns the mean loss over all steps": """
+def overfit_one_batch(model, batch, loss_fn, steps, lr):
+    xb, yb = batch
+    model.train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    losses = []
+    for _ in range(steps):
+        optimizer.zero_grad()
+        loss = loss_fn(model(xb), yb)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return sum(losses) / len(losses)
+""",
+        "puts the model back in the mode it arrived in": """
+def overfit_one_batch(model, batch, loss_fn, steps, lr):
+    xb, yb = batch
+    was_training = model.training
+    model.train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        loss = loss_fn(model(xb), yb)
+        loss.backward()
+        optimizer.step()
+    model.train(was_training)
+    return loss.item()
+""",
+    },
+    "grad_norm": {
+        "forgets the square root (the squared norm)": """
+def grad_norm(model):
+    return float(sum((p.grad ** 2).sum().item() for p in model.parameters() if p.grad is not None))
+""",
+        "squares the gradients in place": """
+def grad_norm(model):
+    total = 0.0
+    for p in model.parameters():
+        if p.grad is not None:
+            total += p.grad.pow_(2).sum().item()
+    return math.sqrt(total)
+""",
+        "the largest entry (max-norm) instead of the 2-norm": """
+def grad_norm(model):
+    grads = [p.grad.abs().max() for p in model.parameters() if p.grad is not None]
+    return torch.stack(grads).max().item() if grads else 0.0
+""",
+        "clears the gradients after measuring them": """
+def grad_norm(model):
+    norms = [p.grad.norm() for p in model.parameters() if p.grad is not None]
+    model.zero_grad()
+    return torch.stack(norms).norm().item() if norms else 0.0
+""",
+    },
+    "find_nan_source": {
+        "set_detect_anomaly(False) only on the path without a NaN": """
+def find_nan_source(fn):
+    torch.autograd.set_detect_anomaly(True)
+    try:
+        fn().backward()
+    except RuntimeError as err:
+        found = re.search(r"Function '(\\w+)' returned nan values", str(err))
+        if found is None:
+            raise
+        return found.group(1)
+    torch.autograd.set_detect_anomaly(False)
+    return ""
+""",
+        "takes the first quoted part of any RuntimeError": """
+def find_nan_source(fn):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            with torch.autograd.detect_anomaly():
+                fn().backward()
+        except RuntimeError as err:
+            parts = str(err).split("'")
+            if len(parts) < 3:
+                raise
+            return parts[1]
+    return ""
+""",
+        "answers 'forward' when the loss is already NaN, without running backward": """
+def find_nan_source(fn):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            with torch.autograd.detect_anomaly():
+                loss = fn()
+                if torch.isnan(loss).any():
+                    return "forward"
+                loss.backward()
+        except RuntimeError as err:
+            found = re.search(r"Function '(\\w+)' returned nan values", str(err))
+            if found is None:
+                raise
+            return found.group(1)
+    return ""
+""",
+    },
+}
+
+RIGHT_ANSWERS = {
+    "initial_loss_check": {
+        "inference_mode, log_softmax and gather in float64, prints to stdout and stderr": """
+import sys
+
+
+def initial_loss_check(model, batch, num_classes, tol):
+    xb, yb = batch
+    mode = model.training
+    model.train(False)
+    try:
+        with torch.inference_mode():
+            logp = model(xb).double().log_softmax(dim=1)
+            loss = -logp.gather(1, yb[:, None]).mean().item()
+    finally:
+        model.train(mode)
+    print(f"initial loss {loss:.4f}, ln C {math.log(num_classes):.4f}")
+    print("checked in eval mode", file=sys.stderr)
+    return bool(math.log(num_classes) - tol <= loss <= math.log(num_classes) + tol)
+""",
+    },
+    "overfit_one_batch": {
+        "model.zero_grad(), float(loss), prints to stdout and stderr": """
+import sys
+
+
+def overfit_one_batch(model, batch, loss_fn, steps, lr):
+    device = next(model.parameters()).device
+    xb, yb = batch[0].to(device), batch[1].to(device)
+    model.train(True)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.999), weight_decay=0)
+    history = []
+    for step in range(steps):
+        model.zero_grad()
+        loss = loss_fn(model(xb), yb)
+        loss.backward()
+        history.append(float(loss))
+        optimizer.step()
+    print("losses", [round(v, 3) for v in history[:3]], "...")
+    print(f"{steps} steps done", file=sys.stderr)
+    return history[-1]
+""",
+    },
+    "grad_norm": {
+        "one float64 vector of every gradient": """
+def grad_norm(model):
+    grads = [p.grad.detach().reshape(-1).double() for p in model.parameters() if p.grad is not None]
+    if len(grads) == 0:
+        return 0.0
+    return float(torch.cat(grads).pow(2).sum().sqrt())
+""",
+    },
+    "find_nan_source": {
+        "str.split on the quotes after a test for the message, prints to stderr": """
+import sys
+
+
+def find_nan_source(fn):
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with torch.autograd.detect_anomaly():
+                fn().backward()
+    except RuntimeError as err:
+        message = str(err)
+        if "returned nan values" not in message:
+            raise
+        print("anomaly:", message.splitlines()[0], file=sys.stderr)
+        return message.split("'")[1]
+    print("no NaN in backward")
+    return ""
+""",
+    },
+}
+
+FORGERIES = {
+    "initial_loss_check": {
+        "dropout on (no model.eval()); rewrites what record_forward_modes saw": """
+def initial_loss_check(model, batch, num_classes, tol):
+    xb, yb = batch
+    with torch.no_grad():
+        loss = nn.functional.cross_entropy(model(xb), yb).item()
+    for module in model.modules():
+        for hook in list(module._forward_hooks.values()):
+            for cell in hook.__closure__ or ():
+                record = cell.cell_contents
+                if isinstance(record, list):
+                    record[:] = [(False, False)] * len(record)
+    return abs(loss - math.log(num_classes)) <= tol
+""",
+        "compares with log10(C); observe patched so that booleans come out True": FORGED_OBSERVE + """
+
+def initial_loss_check(model, batch, num_classes, tol):
+    xb, yb = batch
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        loss = nn.functional.cross_entropy(model(xb), yb).item()
+    model.train(was_training)
+    return abs(loss - math.log10(num_classes)) <= tol
+""",
+    },
+    "find_nan_source": {
+        "leaves anomaly mode on; torch.is_anomaly_enabled patched to answer False": """
+torch.is_anomaly_enabled = lambda: False
+
+
+def find_nan_source(fn):
+    torch.autograd.set_detect_anomaly(True)
+    try:
+        fn().backward()
+    except RuntimeError as err:
+        found = re.search(r"Function '(\\w+)' returned nan values", str(err))
+        if found is None:
+            raise
+        return found.group(1)
+    return ""
+""",
+        "returns the forward operation's name; observe patched so that booleans come out True": FORGED_OBSERVE + """
+
+def find_nan_source(fn):
+    try:
+        with torch.autograd.detect_anomaly():
+            fn().backward()
+    except RuntimeError as err:
+        found = re.search(r"Function '(\\w+)' returned nan values", str(err))
+        if found is None:
+            raise
+        return found.group(1).replace("Backward0", "").lower()
+    return ""
+""",
     },
 }
