@@ -28,8 +28,6 @@ from autograder.kernel import checks
 from autograder.kernel.paths import data_dir
 
 DIGITS_FILE = "digits.npz"
-DIGITS_SHAPE = (8, 8)
-NUM_CLASSES = 10
 
 
 class DigitsArrays(NamedTuple):
