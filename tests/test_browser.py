@@ -13,8 +13,18 @@ For each lesson, on throwaway copies (the committed notebooks are never touched)
    the widget's output must change and every image in it must have more than one colour;
 4. every figure the kernel rendered, in a cell or in a widget, has a title and labelled axes
    (an IPython startup file audits each one: tests/browser_figures.py);
-5. nbgrader's Validate button must report success on the solution, and on the untouched student
-   release it must fail naming every test cell.
+5. nbgrader's Validate button must report success on the solution;
+6. the untouched student release is run with Run All, as a student presses it first: it must reach
+   the end. Every code cell runs (the self-check at the end included, which must report every
+   exercise unsolved), every test cell shows its failure, and no other cell shows an error unless
+   tagged ``raises-exception``. Its widgets and figures are checked as in 1-2 and 4, not worked;
+7. Validate on the untouched release must fail naming every test cell.
+
+Run All reaches the end of an unsolved release only because the release tags every test cell
+``raises-exception`` (``course._finish_release``): JupyterLab then sends those cells with
+``stop_on_error: false``. Without the tag the kernel aborts every queued cell after the first failing
+test. A control proves that 6 can fail: the first lesson's release, with the tag stripped from its
+test cells, must fail 6 for the cells it left unrun.
 
 The test's JupyterLab user (a fresh settings folder) differs from a student's in three settings
 only: every cell is attached to the page (``windowingMode: none``; by default cells far off screen
@@ -181,7 +191,9 @@ def course_copy(tmp_path_factory) -> Path:
 
     ``notebooks/<id>/<id>.ipynb`` is the untouched student release; ``notebooks/solutions/<id>/``
     the solution (outputs cleared, so everything on screen comes from this run) with its reference
-    observations, which the hidden tests find from the kernel's folder when Validate runs them.
+    observations, which the hidden tests find from the kernel's folder when Validate runs them;
+    ``notebooks/untagged/<id>/`` the first lesson's release with ``raises-exception`` stripped from
+    its test cells (the control of test_run_all_without_the_tag_stops_at_the_first_test).
     """
     root = tmp_path_factory.mktemp("browser-course")
     shutil.copy(kit.REPO / "nbgrader_config.py", root / "nbgrader_config.py")  # Validate reads it from the cwd
@@ -196,7 +208,19 @@ def course_copy(tmp_path_factory) -> Path:
         if release.is_file():
             (root / "notebooks" / lesson).mkdir()
             shutil.copy(release, root / "notebooks" / lesson)
+    if LESSONS and (kit.REPO / "notebooks" / LESSONS[0] / f"{LESSONS[0]}.ipynb").is_file():
+        nb = nbformat.read(kit.REPO / "notebooks" / LESSONS[0] / f"{LESSONS[0]}.ipynb", as_version=4)
+        for cell in filter(_is_test, nb.cells):
+            cell.metadata["tags"] = [t for t in cell.metadata.get("tags", []) if t != course.RUN_ON_TAG]
+        (root / "notebooks" / "untagged" / LESSONS[0]).mkdir(parents=True)
+        nbformat.write(nb, root / "notebooks" / "untagged" / LESSONS[0] / f"{LESSONS[0]}.ipynb")
     return root
+
+
+def _is_test(cell) -> bool:
+    """A graded test cell: nbgrader ``grade`` without ``solution``."""
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return cell.cell_type == "code" and bool(meta.get("grade")) and not meta.get("solution")
 
 
 @pytest.fixture(scope="module")
@@ -325,10 +349,11 @@ def timings():
 class Walk:
     """One lesson's walk through JupyterLab; ``problems`` collects what a student would have seen wrong."""
 
-    def __init__(self, page, lab: dict, lesson: str, timings: dict):
+    def __init__(self, page, lab: dict, lesson: str, timings: dict, name: str | None = None):
         self.page, self.lab, self.lesson = page, lab, lesson
+        self.name = name or lesson   # the walk's name in timings.json and in screenshot names
         self.problems: list[str] = []
-        self.timings = timings.setdefault(lesson, {})
+        self.timings = timings.setdefault(self.name, {})
         self.nb = None        # the notebook on disk (as saved from JupyterLab)
         self.blanks = 0
 
@@ -363,7 +388,7 @@ class Walk:
         self.page.locator(".lm-Menu-item:visible", has_text=item).first.click()
 
     def screenshot(self, name: str) -> Path:
-        path = ARTIFACTS / f"{self.lesson}{name}.png"
+        path = ARTIFACTS / f"{self.name}{name}.png"
         self.page.screenshot(path=str(path))
         return path
 
@@ -417,7 +442,7 @@ class Walk:
                 if attempt == 2:
                     raise
 
-    def wait_run_all(self) -> None:
+    def wait_run_all(self, timing: str = "run_all_s") -> None:
         """Until the kernel is idle with no cell queued (checked three times in a row)."""
         stable = {"count": 0}
 
@@ -435,7 +460,7 @@ class Walk:
             busy = [i for i, p in enumerate(st.get("prompts", [])) if p and "*" in p]
             return f"kernel {st.get('status')}, " + (f"cell {busy[0]} still running" if busy else "no cell queued")
         self.wait("Run All Cells", finished, RUN_TIMEOUT_S, seen)
-        self.timed("run_all_s", self.run_started)
+        self.timed(timing, self.run_started)
 
     # ---- checks
     def image_colours(self, img) -> str | None:
@@ -455,7 +480,7 @@ class Walk:
             if attempt == 1:   # read while the browser was still painting it? look again a second later
                 time.sleep(1.0)
         self.blanks += 1
-        saved = ARTIFACTS / f"{self.lesson}-blank-{self.blanks}.png"
+        saved = ARTIFACTS / f"{self.name}-blank-{self.blanks}.png"
         saved.write_bytes(png)
         return (f"the image ({picture.width}x{picture.height}) is blank: one colour {colours[0][1]} "
                 f"(saved as {saved.name})")
@@ -588,7 +613,7 @@ class Walk:
                 for k in range(images.count()):
                     wrong = self.image_colours(images.nth(k))
                     if wrong:
-                        shot = ARTIFACTS / f"{self.lesson}-cell{index}-blank-{self.blanks}.png"
+                        shot = ARTIFACTS / f"{self.name}-cell{index}-blank-{self.blanks}.png"
                         root.screenshot(path=str(shot))
                         self.problem(f"{what}: {wrong}; the widget as shown: {shot.name}")
 
@@ -650,6 +675,42 @@ class Walk:
                          f"{result['text'][:1500]}")
         self.timings["solution_total_s"] = round(time.monotonic() - started, 1)
 
+    def run_release(self, where: str) -> None:
+        """Run All on the untouched release at ``where`` (under the lab's root): it must reach the end.
+
+        Every code cell ran, the last (the self-check) included, and it reports every exercise
+        unsolved; every test cell shows an error; no other cell shows one unless tagged
+        ``raises-exception`` (check_outputs, which also checks the widgets and figures).
+        """
+        started = time.monotonic()
+        path = self.lab["root"] / where
+        self.open(where)
+        self.start_run_all()
+        self.wait_run_all("run_all_release_s")
+        self.nb = self.save_and_read(path)
+        self.check_outputs()
+        self.check_figure_audit(path)
+        code = [i for i, cell in enumerate(self.nb.cells) if cell.cell_type == "code"]
+        tests = [i for i, cell in enumerate(self.nb.cells) if _is_test(cell)]
+        for index in tests:
+            if not any(out.output_type == "error" for out in self.nb.cells[index].get("outputs", [])):
+                ran = self.nb.cells[index].get("execution_count") is not None
+                self.problem(f"Run All on the untouched release: test {self.cell_label(index)} "
+                             + ("shows no failure, though its exercise is unsolved" if ran else "did not run"))
+        last = self.nb.cells[code[-1]]
+        printed = "".join(out.get("text", "") for out in last.get("outputs", []) if out.output_type == "stream")
+        if last.get("execution_count") is None:
+            self.problem(f"Run All on the untouched release did not reach the self-check at the end "
+                         f"({self.cell_label(code[-1])})")
+        elif f"Passed the visible checks of 0 of {len(tests)} exercises" not in printed:
+            self.problem(f"Run All on the untouched release: the self-check at the end should report 0 of "
+                         f"{len(tests)} exercises passed; it printed {printed[:600]!r}")
+        self.page.locator(NOTEBOOK).locator(".jp-Cell").nth(code[-1]).evaluate(
+            "e => e.scrollIntoView({block: 'start'})")
+        time.sleep(0.3)
+        self.screenshot("-release-run-all")
+        self.timed("release_run_all_total_s", started)
+
     def release(self) -> None:
         started = time.monotonic()
         release = self.lab["root"] / self.lesson / f"{self.lesson}.ipynb"
@@ -661,7 +722,8 @@ class Walk:
             meta = cell.get("metadata", {}).get("nbgrader", {})
             if meta.get("grade") and str(meta.get("grade_id", "")).startswith("test_"):
                 tests[meta["grade_id"]] = cell.source.strip()
-        self.open(f"{self.lesson}/{self.lesson}.ipynb")
+        # Run All first, as a student presses it; Validate then runs its own copy, as for the solution
+        self.run_release(f"{self.lesson}/{self.lesson}.ipynb")
         result = self.validate("release")
         if "validation-failed" not in result["cls"]:
             self.problem(f"Validate on the untouched release should fail naming every test; it said: "
@@ -699,3 +761,31 @@ def test_lesson_in_jupyterlab(lesson, lab, page, timings):
     if walk.problems:
         pytest.fail(f"{lesson} in JupyterLab: {len(walk.problems)} problem(s) (screenshots in {ARTIFACTS}):\n  - "
                     + "\n  - ".join(walk.problems), pytrace=False)
+
+
+def test_run_all_without_the_tag_stops_at_the_first_test(lab, page, timings):
+    """The control of the release's Run All check: it fails once ``raises-exception`` is gone.
+
+    The first lesson's release with the tag stripped from its test cells: JupyterLab sends each test
+    with ``stop_on_error: true``, the kernel aborts every cell queued after the first failing one,
+    and the check must say that the cells after it, the self-check included, did not run.
+    """
+    if not LESSONS:
+        pytest.skip("no lesson selected")
+    lesson = LESSONS[0]
+    where = f"untagged/{lesson}/{lesson}.ipynb"
+    if not (lab["root"] / where).is_file():
+        pytest.skip(f"notebooks/{lesson}/{lesson}.ipynb is missing: run `make release`")
+    walk = Walk(page, lab, lesson, timings, name=f"{lesson}-untagged")
+    try:
+        walk.run_release(where)
+    finally:
+        walk.close_all()
+    print(f"{lesson} without the tag: {len(walk.problems)} problem(s):\n  - " + "\n  - ".join(walk.problems))
+    first_test = next(i for i, cell in enumerate(walk.nb.cells) if _is_test(cell))
+    not_run = [i for i, cell in enumerate(walk.nb.cells) if cell.cell_type == "code" and i > first_test
+               and cell.get("execution_count") is None]
+    assert not_run, f"{lesson} without the tag: Run All went past the first test cell ({first_test}): " \
+                    "JupyterLab no longer stops there, so the tag is not what makes the release run to the end"
+    assert any("did not run" in p and "Run All stopped" in p for p in walk.problems), walk.problems
+    assert any("did not reach the self-check" in p for p in walk.problems), walk.problems

@@ -1,14 +1,21 @@
-"""CUDA-only notebook cells (tag ``requires-cuda``): skipped and listed without CUDA, never skipped with it.
+"""The GPU runner (autograder/gpu_runner.py, run by .ci/gpu-test.sh) and its CUDA-only cells.
 
-Each test runs pytest + nbval in a subprocess on a tiny notebook written to ``tmp_path``,
-with the hooks of ``tests/conftest.py`` loaded as a plugin (``-p conftest``), exactly as the
-GPU runner loads them. ``CUDA_VISIBLE_DEVICES=""`` hides any GPU, so the CPU behaviour is
-tested on every machine; the CUDA behaviour is tested for real on a CUDA machine and, with
-``torch.cuda.is_available`` patched in the pytest process only, everywhere.
+CUDA-only notebook cells (tag ``requires-cuda``) are skipped and listed without CUDA, never
+skipped with it. Those tests run pytest + nbval in a subprocess on a tiny notebook written to
+``tmp_path``, with the hooks of ``tests/conftest.py`` loaded as a plugin (``-p conftest``),
+exactly as the GPU runner loads them. ``CUDA_VISIBLE_DEVICES=""`` hides any GPU, so the CPU
+behaviour is tested on every machine; the CUDA behaviour is tested for real on a CUDA machine
+and, with ``torch.cuda.is_available`` patched in the pytest process only, everywhere.
+
+The runner's pieces (settings, budget, lesson discovery, judging, JUnit counts, the summary table
+and the exit status) are unit-tested by importing the module; dry runs of ``.ci/gpu-test.sh`` on
+this machine (``GPU_TEST_ALLOW_CPU=1``) test the whole path, one per runner.
 """
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +24,7 @@ import nbformat
 import pytest
 import torch
 
-from autograder import course
+from autograder import course, gpu_runner
 
 TESTS = Path(__file__).resolve().parent
 CUDA_CELL = 'import torch\nassert torch.cuda.is_available()\nprint("ran on", torch.cuda.get_device_name(0))'
@@ -172,3 +179,141 @@ def test_gpu_script_reports_a_failing_cell(tmp_path):
     assert code == 1, out
     assert summary_rows(stdout)["00_tiny"] == ["1", "0", "0", "1", "FAIL"], out
     assert "ValueError: boom" in stdout, out
+
+
+# ---------------------------------------------------------------- autograder.gpu_runner, unit by unit
+
+def test_runner_imports_only_the_standard_library():
+    """The GPU machine may have nothing but a Python with torch: importing the runner needs no other package."""
+    code = ("import json, sys; before = set(sys.modules); import autograder.gpu_runner; "
+            "print(json.dumps(sorted(set(sys.modules) - before)))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=course.REPO_ROOT, capture_output=True, text=True,
+                          timeout=60, check=True)
+    tops = {name.split(".")[0] for name in json.loads(done.stdout)}
+    assert tops - set(sys.stdlib_module_names) - {"autograder"} == set(), done.stdout
+
+
+def test_shell_entry_is_a_few_lines_and_runs_the_module():
+    text = (course.REPO_ROOT / ".ci" / "gpu-test.sh").read_text()
+    code = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    assert len(code) <= 12, code
+    assert "<<" not in text, "no program in a heredoc: the runner is autograder/gpu_runner.py"
+    assert "-m autograder.gpu_runner" in text
+
+
+def test_every_setting_the_runner_reads_is_documented():
+    text = Path(gpu_runner.__file__).read_text()
+    read = set(re.findall(r"env(?:\.get\(|\[)\"(GPU_TEST_\w+)\"", text))
+    assert {"GPU_TEST_RUNNER", "GPU_TEST_LESSONS", "GPU_TEST_SOLUTIONS", "GPU_TEST_ALLOW_CPU",
+            "GPU_TEST_BUDGET_S"} <= read, read
+    for name in read | {"PYTHON"}:
+        assert f"``{name}=" in gpu_runner.__doc__, f"{name} is not in autograder/gpu_runner.py's docstring"
+
+
+def test_settings_from_the_environment():
+    default = gpu_runner.Settings.from_env({})
+    assert (default.runner, default.lessons, default.allow_cpu, default.budget_s) == ("auto", [], False, 570.0)
+    assert default.solutions == course.REPO_ROOT / "solutions"
+    chosen = gpu_runner.Settings.from_env({"GPU_TEST_RUNNER": "exec", "GPU_TEST_LESSONS": "01_a,,08_b",
+                                           "GPU_TEST_ALLOW_CPU": "1", "GPU_TEST_BUDGET_S": "60",
+                                           "GPU_TEST_SOLUTIONS": "/elsewhere"})
+    assert (chosen.runner, chosen.lessons, chosen.allow_cpu, chosen.budget_s) == ("exec", ["01_a", "08_b"], True, 60)
+    assert chosen.solutions == Path("/elsewhere")
+    assert gpu_runner.Settings.from_env({"GPU_TEST_ALLOW_CPU": "yes"}).allow_cpu is False   # only "1" is a dry run
+    for bad in ({"GPU_TEST_RUNNER": "jupyter"}, {"GPU_TEST_BUDGET_S": "ten minutes"}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            gpu_runner.Settings.from_env(bad)
+
+
+def test_a_bad_setting_is_exit_status_2(monkeypatch, capsys):
+    monkeypatch.setenv("GPU_TEST_RUNNER", "jupyter")
+    assert gpu_runner.main([]) == 2
+    assert "GPU_TEST_RUNNER must be" in capsys.readouterr().err
+    assert gpu_runner.main(["--unknown"]) == 2
+    assert gpu_runner.main(["--help"]) == 0 and "GPU_TEST_ALLOW_CPU" in capsys.readouterr().out
+
+
+def test_budget_bounds_each_step():
+    now = [100.0]
+    budget = gpu_runner.Budget(570, clock=lambda: now[0])
+    assert budget.left() == 570 and budget.timeout() == gpu_runner.STEP_TIMEOUT_S
+    now[0] += 400
+    assert budget.elapsed() == 400 and budget.timeout() == 170
+    now[0] += 165
+    assert budget.timeout() == 10.0, "a step gets at least 10 s"
+
+
+def test_lessons_are_found_sorted_and_narrowed(tmp_path):
+    for name in ("02_b", "01_a", "notes", "03_no_notebook"):
+        (tmp_path / name).mkdir()
+    for name in ("02_b", "01_a", "notes"):
+        (tmp_path / name / f"{name}.ipynb").write_text("{}")
+    assert [n for n, _ in gpu_runner.find_lessons(tmp_path, [])] == ["01_a", "02_b"]
+    assert gpu_runner.find_lessons(tmp_path, ["02_b", "09_z"]) == [("02_b", tmp_path / "02_b" / "02_b.ipynb")]
+
+
+def test_the_best_available_runner_is_chosen():
+    def available(*present):
+        return lambda *modules: set(modules) <= set(present)
+    assert gpu_runner.choose_runner("auto", available("pytest", "nbval", "nbformat", "ipykernel")) == "nbval"
+    assert gpu_runner.choose_runner("auto", available("nbclient", "nbformat", "ipykernel")) == "nbclient"
+    assert gpu_runner.choose_runner("auto", available("nbformat")) == "exec"
+    assert gpu_runner.choose_runner("exec", available("pytest", "nbval", "nbformat", "ipykernel")) == "exec"
+
+
+def test_judging_cells_counts_errors_skips_and_expected_errors():
+    error = [{"output_type": "error", "ename": "ValueError", "evalue": "boom"}]
+    cells = [({"id": "a"}, []),
+             ({"id": "b", "metadata": {"tags": ["raises-exception"]}}, error),
+             ({"id": "c"}, None),
+             ({"id": "d"}, [{"output_type": "stream", "text": "fine"}] + error)]
+    result = gpu_runner.judge_cells("00_tiny", cells)
+    assert [result[k] for k in ("run", "skipped", "passed", "failed", "status")] == [3, 1, 2, 1, "FAIL"]
+    assert result["notes"] == ["skipped cell 2 (id c): requires CUDA (not available here)",
+                               "cell 3 (id d): ValueError: boom"]
+    assert gpu_runner.judge_cells("00_tiny", cells[:3])["status"] == "ok"
+
+
+def test_junit_counts(tmp_path):
+    xml = tmp_path / "run.xml"
+    xml.write_text('<testsuites><testsuite><testcase name="Cell 0"/><testcase name="Cell 1"><failure/></testcase>'
+                   '<testcase name="Cell 2"><error/></testcase>'
+                   '<testcase name="Cell 3"><skipped message="requires CUDA"/></testcase></testsuite></testsuites>')
+    counts = gpu_runner.junit_counts(xml)
+    assert (counts["passed"], counts["failed"], counts["skipped"]) == (1, 2, 1)
+    assert counts["notes"] == ["skipped Cell 3: requires CUDA"]
+    assert gpu_runner.junit_counts(tmp_path / "missing.xml")["passed"] == 0
+
+
+def test_the_result_line_of_the_cuda_assertions_script():
+    assert gpu_runner.result_line_counts("PASSED a\nRESULT passed=3 failed=1 skipped=0\n") == {
+        "passed": 3, "failed": 1, "skipped": 0}
+    assert gpu_runner.result_line_counts("Traceback ...\n") == {}
+
+
+def test_summary_table_total_last_and_exit_status():
+    rows = [gpu_runner.row("01_a", 10, 1, 10, 0), gpu_runner.row("02_b", status="NOT RUN (time budget)")]
+    lines = gpu_runner.summary(rows, "exec", 12.3)
+    assert lines[0] == "== GPU test summary: runner exec, 12 s ==" and lines[-2].startswith("-")
+    assert lines[-1].split() == ["total", "10", "1", "10", "0", "FAIL", "(1)"]
+    assert [gpu_runner.is_bad(r) for r in rows] == [False, True]
+    assert gpu_runner.summary(rows[:1], "exec", 1)[-1].split()[-1] == "ok"
+
+
+def test_an_exhausted_budget_runs_nothing_and_says_so(tmp_path):
+    budget = gpu_runner.Budget(10)   # under MIN_LEFT_S from the start
+    run = gpu_runner.Run(tmp_path, budget, cuda=False)
+    rows = gpu_runner.run_lessons(run, "exec", [("01_a", tmp_path / "01_a.ipynb")])
+    assert [(r["lesson"], r["status"]) for r in rows] == [("01_a", "NOT RUN (time budget)"),
+                                                          (gpu_runner.CUDA_ASSERTIONS, "NOT RUN (time budget)")]
+
+
+def test_exec_runner_on_a_relative_notebook_path(tmp_path, monkeypatch):
+    """The child runs in the notebook's folder, so the runner hands it an absolute path."""
+    lesson = tmp_path / "solutions" / "00_tiny"
+    lesson.mkdir(parents=True)
+    tiny_notebook(lesson / "00_tiny.ipynb")
+    monkeypatch.chdir(tmp_path)
+    run = gpu_runner.Run(tmp_path, gpu_runner.Budget(120), cuda=False)
+    result = gpu_runner.run_exec(run, "00_tiny", Path("solutions/00_tiny/00_tiny.ipynb"))
+    assert [result[k] for k in ("run", "skipped", "passed", "failed", "status")] == [2, 1, 2, 0, "ok"], result
