@@ -10,10 +10,12 @@ import csv
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -237,10 +239,40 @@ def build_submission(release_nb, solution_nb, overrides, surgery):
     return nb
 
 
+# the battery's kernels work under here (PTE_SCRATCH), so that its survivors can be told from the kernels of
+# another grading run on the same host
+BATTERY_SCRATCH = Path(tempfile.gettempdir()) / f"pte-battery-{os.getpid()}"
+
+
 def run_grade(root: Path, *extra: str, timeout: int = 900) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "autograder", "grade", "--course", str(root), "--jobs", "2",
            "--timeout-s", "120", "--cell-timeout-s", "20", "--memory-mb", "1500", "--output-mb", "1", *extra]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    BATTERY_SCRATCH.mkdir(exist_ok=True)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ, PTE_SCRATCH=str(BATTERY_SCRATCH)))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _battery_scratch():
+    yield
+    shutil.rmtree(BATTERY_SCRATCH, ignore_errors=True)
+
+
+def battery_survivors() -> list[int]:
+    """Processes of the sandbox user that one of the battery's kernels started and that are still alive (a
+    kernel's HOME, inherited by all it starts, is its work folder under BATTERY_SCRATCH)."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter(["uids"]):
+        if not (proc.info["uids"] and proc.info["uids"].real == sandbox.NOBODY):
+            continue
+        try:
+            if str(BATTERY_SCRATCH) in proc.environ().get("HOME", "") + " ".join(proc.cmdline()):
+                found.append(proc.pid)
+        except psutil.Error:   # gone meanwhile
+            pass
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -439,14 +471,11 @@ def test_sandbox_hides_course_and_network(graded_class, listener):
 
 def test_fork_bomb_and_cpu_hog_are_contained(graded_class):
     """The fork bomb stopped at its caps, nothing of it outlived grading, and the neighbours were graded."""
-    import psutil
-
     _, _, _, report = graded_class
     by_student = {s["student"]: s for s in report["submissions"]}
     assert {by_student["fork-bomb"]["status"], by_student["cpu-hog"]["status"]} <= FORK_BOMB_STATUSES
     assert by_student["fork-bomb"]["score"] == 8.0 and by_student["cpu-hog"]["score"] == 8.0
-    survivors = [p.pid for p in psutil.process_iter(["uids"])
-                 if p.info["uids"] and p.info["uids"].real == sandbox.NOBODY]
+    survivors = battery_survivors()
     assert not survivors, f"sandboxed processes outlived grading: {survivors}"
     honest = [s for s in report["submissions"] if s["student"] in ("honest-solution", "legitimate-styles")]
     assert all(s["status"] == "graded" and s["score"] == 10.0 for s in honest), honest
