@@ -353,3 +353,369 @@ def fit(model, train_loader, val_loader, epochs, optimizer, loss_fn):
 ''',
     },
 }
+
+# Exercise 4's listed pitfalls: torch.no_grad() around the computation, no eval mode, gradients left in .grad.
+PITFALLS["saliency"] = {
+    "wraps the computation in torch.no_grad(): nothing is recorded, there is no gradient to take": '''
+def saliency(model, x, target):
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            inputs = x.detach().clone().requires_grad_(True)
+            score = model(inputs).gather(1, target.view(-1, 1)).sum()
+            (grad,) = torch.autograd.grad(score, inputs)
+    finally:
+        model.train(was_training)
+    return grad
+''',
+    "no model.eval(): dropout masks part of the gradient": '''
+def saliency(model, x, target):
+    with torch.enable_grad():
+        inputs = x.detach().clone().requires_grad_(True)
+        score = model(inputs).gather(1, target.view(-1, 1)).sum()
+        (grad,) = torch.autograd.grad(score, inputs)
+    return grad
+''',
+    "backward() on the score: the gradients stay in the parameters' .grad": '''
+def saliency(model, x, target):
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.enable_grad():
+            inputs = x.detach().clone().requires_grad_(True)
+            model(inputs).gather(1, target.view(-1, 1)).sum().backward()
+    finally:
+        model.train(was_training)
+    return inputs.grad
+''',
+}
+
+# Wrong answers that the spec's pitfall lists do not name: each breaks a rule the spec states, or passes a weaker
+# property than the one asked. The hidden tests reject them on values.
+PLAUSIBLE = {
+    "train_one_epoch": {
+        "zero_grad() after step() instead of before backward(): the first step uses gradients left from before": '''
+def train_one_epoch(model, loader, loss_fn, optimizer):
+    device = next(model.parameters()).device
+    model.train()
+    total, count = 0.0, 0
+    for xb, yb in loader:
+        xb, yb = xb.to(device), yb.to(device)
+        loss = loss_fn(model(xb), yb)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        total += loss.item() * len(yb)
+        count += len(yb)
+    return total / count
+''',
+        "logs the loss recomputed after the step, not the one the step was taken from": '''
+def train_one_epoch(model, loader, loss_fn, optimizer):
+    device = next(model.parameters()).device
+    model.train()
+    total, count = 0.0, 0
+    for xb, yb in loader:
+        xb, yb = xb.to(device), yb.to(device)
+        optimizer.zero_grad()
+        loss_fn(model(xb), yb).backward()
+        optimizer.step()
+        with torch.no_grad():
+            total += loss_fn(model(xb), yb).item() * len(yb)
+        count += len(yb)
+    return total / count
+''',
+        "returns the last batch's loss": '''
+def train_one_epoch(model, loader, loss_fn, optimizer):
+    device = next(model.parameters()).device
+    model.train()
+    for xb, yb in loader:
+        xb, yb = xb.to(device), yb.to(device)
+        optimizer.zero_grad()
+        loss = loss_fn(model(xb), yb)
+        loss.backward()
+        optimizer.step()
+    return loss.item()
+''',
+        "divides by len(loader) * batch_size, as if every batch were full": '''
+def train_one_epoch(model, loader, loss_fn, optimizer):
+    device = next(model.parameters()).device
+    model.train()
+    total = 0.0
+    for xb, yb in loader:
+        xb, yb = xb.to(device), yb.to(device)
+        optimizer.zero_grad()
+        loss = loss_fn(model(xb), yb)
+        loss.backward()
+        optimizer.step()
+        total += loss.item() * len(yb)
+    return total / (len(loader) * loader.batch_size)
+''',
+    },
+    "evaluate": {
+        "predicts class 1 when its softmax probability passes 0.5 (right for two classes only)": '''
+def evaluate(model, loader, loss_fn):
+    device = next(model.parameters()).device
+    model.eval()
+    total, correct, count = 0.0, 0, 0
+    with torch.no_grad():
+        for xb, yb in loader:
+            xb, yb = xb.to(device), yb.to(device)
+            logits = model(xb)
+            total += loss_fn(logits, yb).item() * len(yb)
+            predicted = (logits.softmax(dim=1)[:, 1] > 0.5).long()
+            correct += (predicted == yb).sum().item()
+            count += len(yb)
+    return total / count, correct / count
+''',
+        "return inside the loop: only the first batch is evaluated": '''
+def evaluate(model, loader, loss_fn):
+    device = next(model.parameters()).device
+    model.eval()
+    total, correct, count = 0.0, 0, 0
+    with torch.no_grad():
+        for xb, yb in loader:
+            xb, yb = xb.to(device), yb.to(device)
+            logits = model(xb)
+            total += loss_fn(logits, yb).item() * len(yb)
+            correct += (logits.argmax(dim=1) == yb).sum().item()
+            count += len(yb)
+            return total / count, correct / count
+''',
+        "averages the batch accuracies instead of counting correct samples": '''
+def evaluate(model, loader, loss_fn):
+    device = next(model.parameters()).device
+    model.eval()
+    total, count, accuracies = 0.0, 0, []
+    with torch.no_grad():
+        for xb, yb in loader:
+            xb, yb = xb.to(device), yb.to(device)
+            logits = model(xb)
+            total += loss_fn(logits, yb).item() * len(yb)
+            accuracies.append((logits.argmax(dim=1) == yb).float().mean().item())
+            count += len(yb)
+    return total / count, sum(accuracies) / len(accuracies)
+''',
+        "divides by len(loader) * batch_size, as if every batch were full": '''
+def evaluate(model, loader, loss_fn):
+    device = next(model.parameters()).device
+    model.eval()
+    total, correct = 0.0, 0
+    with torch.no_grad():
+        for xb, yb in loader:
+            xb, yb = xb.to(device), yb.to(device)
+            logits = model(xb)
+            total += loss_fn(logits, yb).item() * len(yb)
+            correct += (logits.argmax(dim=1) == yb).sum().item()
+    seen = len(loader) * loader.batch_size
+    return total / seen, correct / seen
+''',
+    },
+    "fit": {
+        "builds the history lazily, so epochs=0 returns {} instead of three empty lists": '''
+def fit(model, train_loader, val_loader, epochs, optimizer, loss_fn):
+    history = {}
+    for _ in range(epochs):
+        history.setdefault("train_loss", []).append(train_one_epoch(model, train_loader, loss_fn, optimizer))
+        val_loss, val_acc = evaluate(model, val_loader, loss_fn)
+        history.setdefault("val_loss", []).append(val_loss)
+        history.setdefault("val_acc", []).append(val_acc)
+    return history
+''',
+        "evaluates before training in each epoch": '''
+def fit(model, train_loader, val_loader, epochs, optimizer, loss_fn):
+    history = {"train_loss": [], "val_loss": [], "val_acc": []}
+    for _ in range(epochs):
+        val_loss, val_acc = evaluate(model, val_loader, loss_fn)
+        history["train_loss"].append(train_one_epoch(model, train_loader, loss_fn, optimizer))
+        history["val_loss"].append(val_loss)
+        history["val_acc"].append(val_acc)
+    return history
+''',
+        "range(1, epochs): one epoch short": '''
+def fit(model, train_loader, val_loader, epochs, optimizer, loss_fn):
+    history = {"train_loss": [], "val_loss": [], "val_acc": []}
+    for _ in range(1, epochs):
+        history["train_loss"].append(train_one_epoch(model, train_loader, loss_fn, optimizer))
+        val_loss, val_acc = evaluate(model, val_loader, loss_fn)
+        history["val_loss"].append(val_loss)
+        history["val_acc"].append(val_acc)
+    return history
+''',
+        "unpacks evaluate's pair the wrong way round": '''
+def fit(model, train_loader, val_loader, epochs, optimizer, loss_fn):
+    history = {"train_loss": [], "val_loss": [], "val_acc": []}
+    for _ in range(epochs):
+        history["train_loss"].append(train_one_epoch(model, train_loader, loss_fn, optimizer))
+        val_acc, val_loss = evaluate(model, val_loader, loss_fn)
+        history["val_loss"].append(val_loss)
+        history["val_acc"].append(val_acc)
+    return history
+''',
+    },
+    "saliency": {
+        "backward(), then model.zero_grad(): wipes the gradients the caller was accumulating": '''
+def saliency(model, x, target):
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.enable_grad():
+            inputs = x.detach().clone().requires_grad_(True)
+            model(inputs).gather(1, target.view(-1, 1)).sum().backward()
+    finally:
+        model.train(was_training)
+    model.zero_grad()
+    return inputs.grad
+''',
+        "no torch.enable_grad(): fails when the caller runs it inside torch.no_grad()": '''
+def saliency(model, x, target):
+    was_training = model.training
+    model.eval()
+    try:
+        inputs = x.detach().clone().requires_grad_(True)
+        score = model(inputs).gather(1, target.view(-1, 1)).sum()
+        (grad,) = torch.autograd.grad(score, inputs)
+    finally:
+        model.train(was_training)
+    return grad
+''',
+        "does not put the model back in the mode it came in": '''
+def saliency(model, x, target):
+    model.eval()
+    with torch.enable_grad():
+        inputs = x.detach().clone().requires_grad_(True)
+        score = model(inputs).gather(1, target.view(-1, 1)).sum()
+        (grad,) = torch.autograd.grad(score, inputs)
+    return grad
+''',
+        "restores with model.train(), whatever mode the model came in": '''
+def saliency(model, x, target):
+    model.eval()
+    try:
+        with torch.enable_grad():
+            inputs = x.detach().clone().requires_grad_(True)
+            score = model(inputs).gather(1, target.view(-1, 1)).sum()
+            (grad,) = torch.autograd.grad(score, inputs)
+    finally:
+        model.train()
+    return grad
+''',
+        "restores the mode only when nothing raised (no try/finally)": '''
+def saliency(model, x, target):
+    was_training = model.training
+    model.eval()
+    with torch.enable_grad():
+        inputs = x.detach().clone().requires_grad_(True)
+        score = model(inputs).gather(1, target.view(-1, 1)).sum()
+        (grad,) = torch.autograd.grad(score, inputs)
+    model.train(was_training)
+    return grad
+''',
+        "differentiates the caller's own x (x.requires_grad_()), leaving it changed": '''
+def saliency(model, x, target):
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.enable_grad():
+            x.requires_grad_(True)
+            score = model(x).gather(1, target.view(-1, 1)).sum()
+            (grad,) = torch.autograd.grad(score, x)
+    finally:
+        model.train(was_training)
+    return grad
+''',
+    },
+}
+
+# Correct answers written differently: they keep their points.
+RIGHT_ANSWERS = {
+    "train_one_epoch": {
+        "model.zero_grad(set_to_none=False), detached float64 accumulation, xb.shape[0]; prints and warns": '''
+import sys
+import warnings
+
+
+def train_one_epoch(model, loader, loss_fn, optimizer):
+    model.train()
+    device = next(iter(model.parameters())).device
+    total, count = torch.zeros((), dtype=torch.float64), 0
+    for step, (xb, yb) in enumerate(loader):
+        xb, yb = xb.to(device), yb.to(device)
+        model.zero_grad(set_to_none=False)
+        loss = loss_fn(model(xb), yb)
+        loss.backward()
+        optimizer.step()
+        total += loss.detach().double() * xb.shape[0]
+        count += xb.shape[0]
+        print(f"batch {step}: {loss.item():.4f}")
+    print("epoch done", file=sys.stderr)
+    warnings.warn("a warning from train_one_epoch")
+    return float(total / count)
+''',
+    },
+    "evaluate": {
+        "torch.inference_mode(), all logits concatenated, one loss call; prints to stdout and stderr": '''
+import sys
+
+
+def evaluate(model, loader, loss_fn):
+    model.eval()
+    device = next(model.parameters()).device
+    all_logits, all_labels = [], []
+    with torch.inference_mode():
+        for xb, yb in loader:
+            all_logits.append(model(xb.to(device)))
+            all_labels.append(yb.to(device))
+        logits, labels = torch.cat(all_logits), torch.cat(all_labels)
+        loss = loss_fn(logits, labels).item()
+        accuracy = logits.argmax(dim=1).eq(labels).double().mean().item()
+    print("evaluated", len(labels), "samples")
+    print("done", file=sys.stderr)
+    return float(loss), float(accuracy)
+''',
+    },
+    "fit": {
+        "lists built first, the dict at the end, zip over evaluate's pair; prints to stdout and stderr": '''
+import sys
+
+
+def fit(model, train_loader, val_loader, epochs, optimizer, loss_fn):
+    train_losses, val_losses, val_accs = [], [], []
+    epoch = 0
+    while epoch < epochs:
+        train_losses.append(train_one_epoch(model, train_loader, loss_fn, optimizer))
+        for store, value in zip((val_losses, val_accs), evaluate(model, val_loader, loss_fn)):
+            store.append(value)
+        epoch += 1
+        print(f"epoch {epoch}: {train_losses[-1]}")
+    print("fit done", file=sys.stderr)
+    return dict(train_loss=train_losses, val_loss=val_losses, val_acc=val_accs)
+''',
+    },
+    "saliency": {
+        "freezes the parameters and calls backward() on a leaf copy, restoring everything in finally; prints": '''
+import sys
+
+
+def saliency(model, x, target):
+    was_training = model.training
+    flags = [p.requires_grad for p in model.parameters()]
+    model.eval()
+    try:
+        for p in model.parameters():
+            p.requires_grad_(False)
+        with torch.set_grad_enabled(True):
+            leaf = x.detach().clone()
+            leaf.requires_grad = True
+            logits = model(leaf)
+            logits[torch.arange(len(target)), target].sum().backward()
+        print("saliency computed")
+        print("no parameter .grad written", file=sys.stderr)
+        return leaf.grad.detach()
+    finally:
+        for p, flag in zip(model.parameters(), flags):
+            p.requires_grad_(flag)
+        model.train(was_training)
+''',
+    },
+}

@@ -207,3 +207,152 @@ def check_state_dict_compatible(model, state_dict):
 ''',
     },
 }
+
+# Wrong answers that the spec's pitfall lists do not name: each breaks a rule the spec states ("change nothing",
+# "keep strict loading", "do not catch errors", "leave the mode as it was", "change neither the model nor the
+# state_dict", shapes not sizes, dtypes do not matter). The hidden tests reject them on values.
+PLAUSIBLE = {
+    "save_checkpoint": {
+        "model.eval() before taking the state_dict, and the model is left in eval mode": '''
+def save_checkpoint(path, model, optimizer, epoch, **extra):
+    model.eval()
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch,
+                "rng_state": torch.get_rng_state(), **extra}, path)
+''',
+        "draws a random run id after taking the generator's state: the run then goes on with other draws": '''
+def save_checkpoint(path, model, optimizer, epoch, **extra):
+    rng_state = torch.get_rng_state()
+    run_id = int(torch.randint(0, 10**6, (1,)))
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch,
+                "rng_state": rng_state, "run_id": run_id, **extra}, path)
+''',
+        "optimizer.zero_grad() before saving, to tidy up: the caller's gradients are gone": '''
+def save_checkpoint(path, model, optimizer, epoch, **extra):
+    optimizer.zero_grad()
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch,
+                "rng_state": torch.get_rng_state(), **extra}, path)
+''',
+        "stores the next epoch, epoch + 1": '''
+def save_checkpoint(path, model, optimizer, epoch, **extra):
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch + 1,
+                "rng_state": torch.get_rng_state(), **extra}, path)
+''',
+    },
+    "load_checkpoint": {
+        "model.load_state_dict(..., strict=False): a file that does not fit loads nothing, silently": '''
+def load_checkpoint(path, model, optimizer):
+    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    model.load_state_dict(checkpoint["model"], strict=False)
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    torch.set_rng_state(checkpoint["rng_state"])
+    return int(checkpoint["epoch"])
+''',
+        "catches the error of a file that does not fit and returns 0, to start from scratch": '''
+def load_checkpoint(path, model, optimizer):
+    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        model.load_state_dict(checkpoint["model"])
+    except RuntimeError:
+        return 0
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    torch.set_rng_state(checkpoint["rng_state"])
+    return int(checkpoint["epoch"])
+''',
+        "model.eval() after loading, as if for inference: the caller's mode is lost": '''
+def load_checkpoint(path, model, optimizer):
+    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    model.load_state_dict(checkpoint["model"])
+    model.eval()
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    torch.set_rng_state(checkpoint["rng_state"])
+    return int(checkpoint["epoch"])
+''',
+    },
+    "check_state_dict_compatible": {
+        "compares numel() instead of shapes: a transposed weight passes": '''
+def check_state_dict_compatible(model, state_dict):
+    expected = model.state_dict()
+    problems = [f"missing key: {key}" for key in expected if key not in state_dict]
+    problems += [f"unexpected key: {key}" for key in state_dict if key not in expected]
+    problems += [f"shape mismatch: {key}" for key, value in state_dict.items()
+                 if key in expected and value.numel() != expected[key].numel()]
+    return problems
+''',
+        "reports dtype mismatches, which a strict load accepts": '''
+def check_state_dict_compatible(model, state_dict):
+    expected = model.state_dict()
+    problems = [f"missing key: {key}" for key in expected if key not in state_dict]
+    problems += [f"unexpected key: {key}" for key in state_dict if key not in expected]
+    for key, value in state_dict.items():
+        if key in expected and value.shape != expected[key].shape:
+            problems.append(f"shape mismatch: {key}")
+        elif key in expected and value.dtype != expected[key].dtype:
+            problems.append(f"dtype mismatch: {key}")
+    return problems
+''',
+        "pops every key it has checked from the state_dict it was given": '''
+def check_state_dict_compatible(model, state_dict):
+    problems = []
+    for key, tensor in model.state_dict().items():
+        if key not in state_dict:
+            problems.append(f"missing key: {key}")
+            continue
+        if state_dict.pop(key).shape != tensor.shape:
+            problems.append(f"shape mismatch: {key}")
+    problems += [f"unexpected key: {key}" for key in state_dict]
+    return problems
+''',
+    },
+}
+
+# Correct answers written differently: they keep their points.
+RIGHT_ANSWERS = {
+    "save_checkpoint": {
+        "dict(...) | extra, written through an open file; prints to stdout and stderr": '''
+import sys
+
+
+def save_checkpoint(path, model, optimizer, epoch, **extra):
+    checkpoint = dict(model=model.state_dict(), optimizer=optimizer.state_dict(), epoch=int(epoch),
+                      rng_state=torch.random.get_rng_state()) | extra
+    with open(path, "wb") as f:
+        torch.save(checkpoint, f)
+    print("saved", sorted(checkpoint))
+    print("checkpoint written", file=sys.stderr)
+''',
+    },
+    "load_checkpoint": {
+        "reads an open file, restores the generator first, then the optimizer and the model; prints": '''
+import sys
+
+
+def load_checkpoint(path, model, optimizer):
+    with open(path, "rb") as f:
+        checkpoint = torch.load(f, map_location=torch.device("cpu"), weights_only=True)
+    torch.random.set_rng_state(checkpoint["rng_state"])
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    model.load_state_dict(checkpoint["model"], strict=True)
+    epoch = checkpoint["epoch"]
+    print("resuming after epoch", epoch)
+    print("loaded", path, file=sys.stderr)
+    return int(epoch)
+''',
+    },
+    "check_state_dict_compatible": {
+        "set differences and torch.Size comparisons, sorted output in another format; prints": '''
+import sys
+
+
+def check_state_dict_compatible(model, state_dict):
+    own = model.state_dict()
+    mine, theirs = set(own), set(state_dict)
+    problems = sorted("missing key: " + key for key in mine - theirs)
+    problems += sorted("unexpected key: " + key for key in theirs - mine)
+    problems += sorted(f"shape mismatch: {key}: {list(own[key].shape)} vs {list(state_dict[key].shape)}"
+                       for key in mine & theirs if own[key].size() != state_dict[key].size())
+    print(len(problems), "problems")
+    print("checked", len(theirs), "keys", file=sys.stderr)
+    return problems
+''',
+    },
+}
