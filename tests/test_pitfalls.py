@@ -340,3 +340,15 @@ def test_pitfall_without_value_signature_is_named_in_the_spec(lesson, exercise, 
 def test_every_lesson_has_a_hidden_only_wrong_answer(lesson):
     hidden_only = getattr(kit.load_pitfall_module(lesson), "HIDDEN_ONLY", None) or {}
     assert hidden_only, f"tests/pitfalls/{lesson}.py needs a HIDDEN_ONLY wrong answer"
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_every_exercise_has_plausible_wrong_answers_and_a_right_one(lesson):
+    """Students make mistakes the spec does not list: each exercise has at least three of them in PLAUSIBLE,
+    and a correct answer written differently in RIGHT_ANSWERS."""
+    module = kit.load_pitfall_module(lesson)
+    plausible, right = getattr(module, "PLAUSIBLE", {}) or {}, getattr(module, "RIGHT_ANSWERS", {}) or {}
+    nb = nbformat.read(course.solution_path(lesson), as_version=4)
+    for exercise in kit.exercises(nb):
+        assert len(plausible.get(exercise, {})) >= 3, f"{lesson} {exercise}: fewer than 3 PLAUSIBLE wrong answers"
+        assert right.get(exercise), f"{lesson} {exercise}: no entry in RIGHT_ANSWERS"
