@@ -20,13 +20,13 @@ fail the hidden part (the visible one may catch them too). ``RIGHT_ANSWERS`` are
 written differently; they must pass both. Before
 any wrong answer, the solution's own observations must be accepted by the judge.
 
-A lesson whose table also has ``FORGERIES`` is held to more. Everything computed in the
-student's kernel is the student's, so a boolean observation ("is it a view?", "did the
-tripwire fire?") can be forged: there, every wrong answer must also be rejected with each
-observation that holds a boolean granted (replaced by the reference's), so that a value
-observation carries it. ``BOOLEAN_RESULTS`` names the exercises whose function returns the
-bool that is observed (nothing to forge but the answer), ``NO_VALUE_SIGNATURE`` the pitfalls
-that have no value signature at all (the exercise's spec says so). Each ``FORGERIES`` entry
+Every lesson is held to more. Everything computed in the student's kernel is the
+student's, so a boolean observation ("is it a view?", "did the tripwire fire?") can be
+forged: every wrong answer must also be rejected with each observation that holds a
+boolean granted (replaced by the reference's), so that a value observation carries it.
+``BOOLEAN_RESULTS`` names the exercises whose function returns the bool that is observed
+(nothing to forge but the answer), ``NO_VALUE_SIGNATURE`` the pitfalls that have no value
+signature at all (the exercise's spec says so). Each ``FORGERIES`` entry
 (a wrong answer plus a trick that forges the evidence) runs in a kernel of its own, so its
 patches reach nothing else, and the judge must reject it.
 """
@@ -73,11 +73,6 @@ def cases(kind: str) -> list[tuple[str, str, str]]:
         for exercise, wrong in (getattr(module, kind, None) or {}).items():
             found += [(lesson, exercise, description) for description in wrong]
     return found
-
-
-def is_hardened(lesson: str) -> bool:
-    """Must this lesson's wrong answers be rejected on values alone (its table has FORGERIES)?"""
-    return bool(getattr(kit.load_pitfall_module(lesson), "FORGERIES", None))
 
 
 def holds_boolean(value) -> bool:
@@ -259,9 +254,7 @@ def test_pitfall_fails_visible_and_hidden_checks(lesson, exercise, description):
 
 
 def check_rejected_on_values(lesson: str, exercise: str, description: str, outcome: dict) -> None:
-    """In a hardened lesson, a value observation rejects the wrong answer, not only a (forgeable) boolean."""
-    if not is_hardened(lesson):
-        return
+    """A value observation rejects the wrong answer, not only a (forgeable) boolean."""
     module = kit.load_pitfall_module(lesson)
     if exercise in getattr(module, "BOOLEAN_RESULTS", ()):
         return
