@@ -9,7 +9,7 @@ LAB_ARGS ?=
 # Jupyter refuses to run as root unless told; containers and CI often are root.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 PYTEST_ARGS ?=
-# pytest-xdist workers: independent groups of tests (see tests/grouping.py) share the cores
+# pytest-xdist workers: independent groups of tests (see tests/support/grouping.py) share the cores
 TEST_WORKERS ?= auto
 PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=15
 export PATH := $(abspath $(BIN)):$(PATH)
@@ -38,7 +38,7 @@ test: $(STAMP)
 	bash tools/system-deps.sh
 	$(PYTEST) $(PYTEST_ARGS)
 
-## While editing a lesson: everything but the grading battery, PostgreSQL, the browser and the round trips.
+## While editing a lesson: tests/unit and tests/course (tests/e2e is marked slow: grading runs, browser, edition).
 ## Narrow it to one lesson with PTE_LESSONS=05_checkpointing.
 test-quick: $(STAMP)
 	$(PYTEST) -m "not slow" $(PYTEST_ARGS)
@@ -68,10 +68,10 @@ student-edition: $(STAMP)
 
 ## Benchmarks (they print figures; nothing asserts a timing)
 bench: $(STAMP)
-	$(PY) bench/bench_lessons.py
+	$(PY) -m bench.bench_lessons
 
 bench-grading: $(STAMP)
-	$(PY) bench/bench_grading.py $(BENCH_ARGS)
+	$(PY) -m bench.bench_grading $(BENCH_ARGS)
 
 ## Wall time of `make test` in a fresh clone, cold (venv created) and warm
 bench-tests:

@@ -54,7 +54,7 @@ STEP_TIMEOUT_S = 300      # one notebook, or the CUDA assertions
 MIN_LEFT_S = 15           # a step starts only with this much of the budget left
 REQUIRES_CUDA = "requires-cuda"
 RAISES = frozenset({"raises-exception", "nbval-raises-exception"})
-CUDA_ASSERTIONS = "08 CUDA assertions (tests/test_amp.py)"
+CUDA_ASSERTIONS = "08 CUDA assertions (unit/test_amp.py)"
 NAME_WIDTH = 40
 
 
@@ -272,7 +272,7 @@ def judge_cells(name: str, cells: list[tuple[dict, list | None]]) -> dict:
 
 
 def result_line_counts(stdout: str) -> dict[str, int]:
-    """The ``RESULT passed=.. failed=.. skipped=..`` line of ``python tests/test_amp.py``; {} without one."""
+    """The ``RESULT passed=.. failed=.. skipped=..`` line of ``python tests/unit/test_amp.py``; {} without one."""
     counts = {}
     for line in stdout.splitlines():
         if line.startswith("RESULT "):
@@ -295,7 +295,7 @@ def run_pytest(run: Run, name: str, args: list[str]) -> dict:
 
 def run_nbval(run: Run, name: str, path: Path) -> dict:
     return run_pytest(run, name, ["-p", "conftest", "--nbval", "--nbval-current-env", "--nbval-sanitize-with",
-                                  "tests/nbval_sanitize.cfg", "--nbval-cell-timeout", str(CELL_TIMEOUT_S),
+                                  "tests/support/nbval_sanitize.cfg", "--nbval-cell-timeout", str(CELL_TIMEOUT_S),
                                   str(path)])
 
 
@@ -364,15 +364,15 @@ def exec_one(path: Path, out: Path, cuda: bool) -> None:
 
 
 def run_cuda_assertions(run: Run) -> dict | None:
-    """Lesson 08's ``test_cuda_*`` (tests/test_amp.py): with pytest, else as a script."""
-    if not (ROOT / "tests" / "test_amp.py").is_file():
+    """Lesson 08's ``test_cuda_*`` (tests/unit/test_amp.py): with pytest, else as a script."""
+    if not (ROOT / "tests" / "unit" / "test_amp.py").is_file():
         return None
     if have("pytest"):
-        result = run_pytest(run, "cuda-assertions", ["--noconftest", "tests/test_amp.py", "-k", "test_cuda_"])
+        result = run_pytest(run, "cuda-assertions", ["--noconftest", "tests/unit/test_amp.py", "-k", "test_cuda_"])
         result["lesson"] = CUDA_ASSERTIONS
         return result
     try:
-        done = subprocess.run([sys.executable, "tests/test_amp.py"], capture_output=True, text=True, cwd=ROOT,
+        done = subprocess.run([sys.executable, "tests/unit/test_amp.py"], capture_output=True, text=True, cwd=ROOT,
                               timeout=run.budget.timeout())
     except subprocess.TimeoutExpired:
         return row(CUDA_ASSERTIONS, status="TIMEOUT")

@@ -1,6 +1,6 @@
 """Grade one synthetic class twice: plain serial `nbgrader autograde`, then `python -m autograder grade`.
 
-    python bench/bench_grading.py [--students 20] [--jobs 2] [--lessons ID ...]   (make bench-grading)
+    python -m bench.bench_grading [--students 20] [--jobs 2] [--lessons ID ...]   (make bench-grading)
 
 Half the students submit the solutions, half the untouched release. Prints both wall
 times, their ratio (the target is at most 0.55 with 2 jobs on 2 cores), the grader's own peak
@@ -24,11 +24,8 @@ from pathlib import Path
 
 import nbformat
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
-import coursekit as kit  # noqa: E402
-from autograder import course  # noqa: E402
+from autograder import course
+from tests.support import coursekit as kit   # python -m bench.bench_grading, from the course root
 
 
 def build_class(root: Path, lessons: list[str], students: int) -> Path:

@@ -1,6 +1,6 @@
 """Per lesson: seconds to execute the solution notebook, against the course's budget, and as a plain script.
 
-    python bench/bench_lessons.py [LESSON ...] [--budget 10] [--no-script]        (make bench)
+    python -m bench.bench_lessons [LESSON ...] [--budget 10] [--no-script]        (make bench)
 
 The notebook runs through nbclient in a fresh kernel: "run s" counts from starting the kernel
 to the last cell's reply, "exit s" the kernel's shutdown after it (not part of the budget). The script
@@ -21,8 +21,7 @@ from pathlib import Path
 
 import nbformat
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from autograder import course  # noqa: E402
+from autograder import course
 
 
 def notebook_seconds(path: Path) -> tuple[float, float]:

@@ -617,6 +617,7 @@ class Engine:
 
     def close(self) -> None:
         self.pool.shutdown()
+        sandbox.release_mounts_under(Path(self.plan.paths.scratch))   # left by a worker that was killed
         shutil.rmtree(self.plan.paths.scratch, ignore_errors=True)
         self.manager.shutdown()
         reap_children()

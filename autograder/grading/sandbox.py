@@ -165,6 +165,22 @@ def release_runtime(runtime: Path) -> None:
     subprocess.run(["umount", "-l", str(runtime)], capture_output=True)
 
 
+def release_mounts_under(folder: Path) -> list[str]:
+    """Unmount every runtime tmpfs left under ``folder``: a grading process that was killed (the OOM
+    killer, a crash) never reached its own clean-up. Returns the mount points released."""
+    root = os.path.realpath(folder) + os.sep
+    try:
+        with open("/proc/self/mounts") as mounts:
+            points = [line.split()[1] for line in mounts if line.startswith("pte-runtime ")]
+    except OSError:
+        return []
+    # /proc/self/mounts escapes spaces and the like as octal; scratch folders have none
+    left = [point for point in points if point.startswith(root)]
+    for point in sorted(left, reverse=True):
+        release_runtime(Path(point))
+    return left
+
+
 # CPU-dispatch settings of torch, MKL and oneDNN: they choose the vector code a kernel runs (and so its
 # rounding). Where the grader's environment sets them, every kernel gets them: the solution's reference run
 # and the students' kernels alike (this is also how the tests emulate an older CPU).

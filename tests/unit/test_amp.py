@@ -2,7 +2,7 @@
 
 Tests named ``test_cuda_*`` need a CUDA GPU and are skipped elsewhere. The GPU runner
 (``.ci/gpu-test.sh``) runs them with pytest, or, where pytest is missing, as
-``python tests/test_amp.py``, which runs every ``test_cuda_*`` function and prints a
+``python tests/unit/test_amp.py``, which runs every ``test_cuda_*`` function and prints a
 ``RESULT passed=.. failed=.. skipped=..`` line.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ except ImportError:  # the GPU runner may have no pytest: see __main__ below
     pytest = None
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from autograder.kernel import amp  # noqa: E402
 

@@ -3,14 +3,14 @@
 Executing every solution here would be slow, so this checks the two places figures come from:
 
 - the kernel helpers (``plot_*`` and ``_draw_*`` in ``autograder/kernel``) are called on small inputs and
-  each figure they draw is audited (tests/browser_figures.py: a title, both axes labelled or
+  each figure they draw is audited (tests/support/browser_figures.py: a title, both axes labelled or
   self-explaining). A new helper must be added to HELPERS, or this test says so;
 - each solution's code cells are read: a cell that draws with matplotlib itself (``ax.plot``,
   ``plt.imshow``, ...) must set a title and both axis labels in that cell; a cell that calls a helper
   which draws no title by default must pass ``title=`` or set one; and every cell that shows a figure
   has a markdown cell right before or after it (where the lesson says what to notice).
 
-tests/test_browser.py audits every figure JupyterLab actually renders as well (the same rules).
+tests/e2e/test_browser.py audits every figure JupyterLab actually renders as well (the same rules).
 """
 from __future__ import annotations
 
@@ -122,8 +122,8 @@ def test_audit_flags_what_is_missing():
 
 def test_every_drawing_helper_is_audited():
     missing = drawing_helpers() - set(HELPERS)
-    assert not missing, (f"add these figure-drawing helpers to HELPERS in tests/test_figures.py (a call on small "
-                         f"inputs) so their figures are checked for a title and axis labels: {sorted(missing)}")
+    assert not missing, (f"add these figure-drawing helpers to HELPERS in tests/course/test_figures.py (a call on "
+                         f"small inputs) so their figures are checked for a title and axis labels: {sorted(missing)}")
 
 
 @pytest.mark.parametrize("name", sorted(HELPERS))

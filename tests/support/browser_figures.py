@@ -60,7 +60,7 @@ def _is_colorbar(ax) -> bool:
 
 
 STARTUP = r'''
-# Installed by tests/test_browser.py for its own JupyterLab: audit every figure a student sees.
+# Installed by tests/e2e/test_browser.py for its own JupyterLab: audit every figure a student sees.
 def _pte_install_figure_audit():
     import json
     import os

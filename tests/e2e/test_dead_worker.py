@@ -91,18 +91,26 @@ def graded(tmp_path_factory):
         watcher.join()
     time.sleep(0.1)
     report = json.loads((root / "grading-report.json").read_text())
-    return root, proc, {s["student"]: s for s in report["submissions"]}, kills
+    with open("/proc/self/mounts") as mounts:
+        left = [line.split()[1] for line in mounts if str(scratch) in line]
+    return root, proc, {s["student"]: s for s in report["submissions"]}, kills, left
+
+
+def test_a_killed_worker_leaves_no_mount_behind(graded):
+    """The killed worker never unmounted its kernel's runtime tmpfs: the grader does it for it at the end."""
+    *_, left = graded
+    assert not left, f"mounts left under the scratch folder: {left}"
 
 
 def test_the_culprit_alone_gets_worker_died(graded):
-    root, proc, results, kills = graded
+    root, proc, results, kills, _ = graded
     assert len(kills) >= 2, f"the worker was not killed twice: {kills}\n{proc.stderr}"
     assert results["kills-its-worker"]["status"] == "worker-died", proc.stderr
     assert proc.returncode == 3, proc.stderr
 
 
 def test_honest_neighbours_keep_their_exact_scores(graded):
-    root, proc, results, _ = graded
+    root, proc, results, _, _ = graded
     scores = kit.scores(root, LESSON)
     for student in ("honest-a", "honest-b", "honest-c"):
         assert results[student]["status"] == "graded", (results[student], proc.stderr)

@@ -5,7 +5,10 @@ One scratch course holds every lesson, each with three submissions that prove th
 - the untouched release (zero);
 - a wrong one: the first listed pitfall of one exercise (it fails a visible check) and a
   HIDDEN_ONLY wrong answer of another (it passes every visible check and fails a hidden
-  one). It loses exactly those two exercises' points.
+  one). It loses exactly those two exercises' points;
+- for the grading command only, a forger: in up to two exercises, a wrong answer that also
+  forges its evidence (tests/course/pitfalls FORGERIES: `checks` patched so booleans come out
+  True, lying attributes, rewritten instrument records). It loses exactly those exercises.
 
 Plain nbgrader grades all three (two nbgrader starts, each for half of the lessons, side by
 side); at the same time the grading command grades the solution and the wrong one in a copy of the
@@ -55,6 +58,13 @@ def wrong_answers(lesson: str) -> dict[str, str]:
     return {name: answer.strip("\n") for name, answer in chosen.items()}
 
 
+def forgeries(lesson: str) -> dict[str, str]:
+    """exercise -> a wrong answer that also forges its evidence (the first FORGERIES entry of each of up to two
+    exercises): patched checks, lying attributes, rewritten instrument records."""
+    table = getattr(kit.load_pitfall_module(lesson), "FORGERIES", {}) or {}
+    return {name: next(iter(answers.values())).strip("\n") for name, answers in list(table.items())[:2]}
+
+
 def max_points(lesson: str) -> dict[str, float]:
     nb = nbformat.read(course.solution_path(lesson), as_version=4)
     return {name: entry["points"] for name, entry in kit.exercises(nb).items()}
@@ -63,7 +73,8 @@ def max_points(lesson: str) -> dict[str, float]:
 def expected_scores(lesson: str) -> dict[str, dict[str, float]]:
     full = max_points(lesson)
     return {"solution": full, "untouched": {name: 0 for name in full},
-            "wrong": dict(full, **{name: 0 for name in wrong_answers(lesson)})}
+            "wrong": dict(full, **{name: 0 for name in wrong_answers(lesson)}),
+            "forger": dict(full, **{name: 0 for name in forgeries(lesson)})}
 
 
 # plain nbgrader grades the course in two halves at once (lessons with odd and even numbers)
@@ -91,6 +102,10 @@ def graded(tmp_path_factory):
     even, twin = root.parent / "course-even", root.parent / "course-grading-command"
     shutil.copytree(root, even)
     shutil.copytree(root, twin)
+    for lesson in LESSONS:   # only the grading command is meant to see through forged evidence
+        release_nb = kit.release_notebook(twin, lesson)
+        solution_nb = nbformat.read(course.solution_path(lesson), as_version=4)
+        kit.submit(twin, "forger", lesson, kit.fill_answers(release_nb, solution_nb, forgeries(lesson)))
     other_cpu = dict(os.environ, **EMULATED_CPU)
     plain = {folder: subprocess.Popen(course.nbgrader_cmd("autograde", pattern, "--force", "--create",
                                                           "--log-level=ERROR"), env=other_cpu,
@@ -99,7 +114,8 @@ def graded(tmp_path_factory):
     # "wrong" keeps the solution's answers in every exercise but two, so it also shows the
     # grading command giving full marks to correct answers; untouched releases are the battery's
     ours = subprocess.Popen([sys.executable, "-m", "autograder", "grade", "--course", str(twin), "--jobs", "2",
-                             "--timeout-s", "300", "--student", "wrong", "--student", "solution"],
+                             "--timeout-s", "300", "--student", "wrong", "--student", "solution", "--student",
+                             "forger"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=other_cpu)
     for folder, proc in plain.items():
         out, _ = proc.communicate(timeout=1800)
@@ -123,14 +139,17 @@ def graded(tmp_path_factory):
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_plain_nbgrader_autograde(graded, lesson):
     _, by_nbgrader, _, _, _ = graded
-    assert by_nbgrader[lesson] == expected_scores(lesson)
+    expected = expected_scores(lesson)
+    expected.pop("forger")   # plain nbgrader trusts the kernel; the forger is the grading command's
+    assert by_nbgrader[lesson] == expected
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_grading_command(graded, lesson):
     _, _, _, by_grader, _ = graded
     expected = expected_scores(lesson)
-    assert by_grader[lesson] == {"solution": expected["solution"], "wrong": expected["wrong"]}
+    assert by_grader[lesson] == {"solution": expected["solution"], "wrong": expected["wrong"],
+                                 "forger": expected["forger"]}
 
 
 @pytest.mark.parametrize("lesson", LESSONS)

@@ -12,7 +12,7 @@ For each lesson, on throwaway copies (the committed notebooks are never touched)
    last in each round, so lesson 03's "new epoch" comes after a slider move): after each change
    the widget's output must change and every image in it must have more than one colour;
 4. every figure the kernel rendered, in a cell or in a widget, has a title and labelled axes
-   (an IPython startup file audits each one: tests/browser_figures.py);
+   (an IPython startup file audits each one: tests/support/browser_figures.py);
 5. nbgrader's Validate button must report success on the solution;
 6. the untouched student release is run with Run All, as a student presses it first: it must reach
    the end. Every code cell runs (the self-check at the end included, which must report every
@@ -236,10 +236,10 @@ def lab(course_copy, tmp_path_factory, timings):
         path = settings / "@jupyterlab" / f"{name}.jupyterlab-settings"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(values))
-    # every figure the kernels render is audited for a title and axis labels (tests/browser_figures.py)
+    # every figure the kernels render is audited for a title and axis labels (tests/support/browser_figures.py)
     startup = home / "ipython" / "profile_default" / "startup" / "50-pte-figure-audit.py"
     startup.parent.mkdir(parents=True)
-    startup.write_text(STARTUP.format(tests=str(Path(__file__).parent)))
+    startup.write_text(STARTUP.format(tests=str(Path(__file__).parents[1] / "support")))
     port = _free_port()
     args = f"--no-browser --port {port} --ServerApp.ip=127.0.0.1 --IdentityProvider.token={TOKEN}"
     venv = Path(sys.executable).parent.parent
@@ -539,7 +539,7 @@ class Walk:
         return widget_cells, figure_cells
 
     def check_figure_audit(self, path: Path) -> None:
-        """Figures this notebook's kernel rendered without a title or axis labels (tests/browser_figures.py)."""
+        """Figures this notebook's kernel rendered without a title or axis labels (tests/support/browser_figures.py)."""
         log = self.lab["figures"]
         entries = [json.loads(line) for line in log.read_text().splitlines()] if log.is_file() else []
         by_count = {cell.get("execution_count"): i for i, cell in enumerate(self.nb.cells)
@@ -569,7 +569,7 @@ class Walk:
         if unknown.count():
             self.problem(f"{self.cell_label(index)}: the browser test does not know how to work "
                          f"{unknown.count()} control(s) like {unknown.first.evaluate('e => e.outerHTML')[:120]}; "
-                         "teach tests/test_browser.py (CONTROLS)")
+                         "teach tests/e2e/test_browser.py (CONTROLS)")
         found = [(kind, root.locator(selector).nth(k)) for kind, selector in CONTROLS
                  for k in range(root.locator(selector).count())]
         if not found and root.locator(PROGRESS).count():

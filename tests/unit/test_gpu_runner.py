@@ -26,7 +26,7 @@ import torch
 
 from autograder import course, gpu_runner
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]   # tests/: its conftest.py
 CUDA_CELL = 'import torch\nassert torch.cuda.is_available()\nprint("ran on", torch.cuda.get_device_name(0))'
 
 
@@ -160,7 +160,7 @@ def test_gpu_script_dry_run_runs_counts_and_skips(tmp_path, runner):
     assert "torch    " in stdout and "GPU      none" in stdout and f"runner   {runner}" in stdout, out
     rows = summary_rows(stdout)
     assert rows["00_tiny"] == ["2", "1", "2", "0", "ok"], out          # run, skipped, passed, failed, status
-    assert rows["08 CUDA assertions (tests/test_amp.py)"][-1] == "ok", out
+    assert rows["08 CUDA assertions (unit/test_amp.py)"][-1] == "ok", out
     assert rows["total"][-1] == "ok", out
     assert stdout.rstrip().splitlines()[-1].startswith("total"), "the summary table comes last"
 

@@ -89,4 +89,4 @@ def test_solutions_were_executed(lesson):
 def test_pitfall_table_names_real_exercises(lesson):
     names = set(kit.exercises(load(lesson)))
     for exercise in kit.load_pitfalls(lesson):
-        assert exercise in names, f"tests/pitfalls/{lesson}.py names unknown exercise {exercise}"
+        assert exercise in names, f"tests/course/pitfalls/{lesson}.py names unknown exercise {exercise}"

@@ -3,11 +3,11 @@
 One kernel per lesson. It runs, in order, the solution notebook's Setup, its answer and
 test cells and the cells that define names the tests use (``cells_to_run``), in
 ``solutions/<lesson>/``, where the hidden checks find the reference observations. Then,
-for each wrong answer in ``tests/pitfalls/<lesson>.py``, it defines the wrong answer and
+for each wrong answer in ``tests/course/pitfalls/<lesson>.py``, it defines the wrong answer and
 runs the test cell of its exercise in two parts:
 
 - the visible part, as a student runs it: it must stop with a ``CheckFailed`` whose
-  message is the one stored in ``tests/pitfalls/<lesson>.messages.json`` (numbers
+  message is the one stored in ``tests/course/pitfalls/<lesson>.messages.json`` (numbers
   masked). A pitfall that stops failing, or a message that changes, fails here. After an
   intended change of message, rewrite the file with ``PTE_UPDATE_MESSAGES=1`` (for the
   whole lesson: the file is written afresh);
@@ -332,7 +332,7 @@ def test_pitfall_without_value_signature_is_named_in_the_spec(lesson, exercise, 
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_every_lesson_has_a_hidden_only_wrong_answer(lesson):
     hidden_only = getattr(kit.load_pitfall_module(lesson), "HIDDEN_ONLY", None) or {}
-    assert hidden_only, f"tests/pitfalls/{lesson}.py needs a HIDDEN_ONLY wrong answer"
+    assert hidden_only, f"tests/course/pitfalls/{lesson}.py needs a HIDDEN_ONLY wrong answer"
 
 
 @pytest.mark.parametrize("lesson", LESSONS)

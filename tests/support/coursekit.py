@@ -18,7 +18,7 @@ from autograder import course
 from autograder.kernel import protocol
 
 REPO = course.REPO_ROOT
-PITFALL_DIR = Path(__file__).parent / "pitfalls"
+PITFALL_DIR = Path(__file__).parents[1] / "course" / "pitfalls"
 MARKER_LINE = re.compile(r"^\s*### (BEGIN|END) (SOLUTION|HIDDEN TESTS)\s*$")
 
 
@@ -46,7 +46,7 @@ def solution_body(source: str) -> str:
 
 
 def load_pitfall_module(lesson: str):
-    """tests/pitfalls/<lesson>.py as a module (``None`` if the lesson has none yet).
+    """tests/course/pitfalls/<lesson>.py as a module (``None`` if the lesson has none yet).
 
     ``PITFALLS``: exercise -> {pitfall description: wrong answer cell}, each failing a visible check;
     ``HIDDEN_ONLY``: the same shape, wrong answers that pass every visible check and fail a hidden one;
@@ -80,7 +80,7 @@ _checks.HiddenTests.observe = lambda self, label, value, **kw: _true_observe(sel
 
 
 def load_pitfalls(lesson: str) -> dict[str, dict[str, str]]:
-    """tests/pitfalls/<lesson>.py's PITFALLS: exercise -> {pitfall description: wrong answer cell}."""
+    """tests/course/pitfalls/<lesson>.py's PITFALLS: exercise -> {pitfall description: wrong answer cell}."""
     module = load_pitfall_module(lesson)
     return getattr(module, "PITFALLS", {}) if module else {}
 
