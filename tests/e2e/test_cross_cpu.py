@@ -93,7 +93,9 @@ def test_nbval_passes_against_the_stored_outputs(tmp_path, mode):
     """nbval on every solution (hidden checks included, against the stored reference) on the other machine."""
     root = copy_lessons(tmp_path)
     env = dict(os.environ, **(EMULATED_CPU if mode == "emulated-cpu" else LAPTOP_THREADS))
-    # the repository's own nbval settings; -p conftest skips the CUDA-only cells as `make test` does
+    # the repository's own nbval settings; -p conftest (tests/conftest.py) skips the CUDA-only cells as
+    # `make test` does
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(course.REPO_ROOT / "tests"), env.get("PYTHONPATH")]))
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:xdist", "-p", "conftest", "-q",
                            "--rootdir", str(course.REPO_ROOT), "-c", str(course.REPO_ROOT / "pyproject.toml"),
                            str(root)], cwd=course.REPO_ROOT, env=env, capture_output=True, text=True, timeout=1500)
