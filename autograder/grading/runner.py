@@ -25,7 +25,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import DeadKernelError
 from traitlets import List
 
-from ..kernel import observations, outputcap
+from ..kernel import observations, outputcap, protocol
 from . import canonical, cgroups, judge, sandbox
 from .status import Status
 
@@ -277,7 +277,7 @@ async def _run(nb, limits: Limits, work: Path, runtime: Path, outcome: Outcome,
     km.prefix = ((groups.join_prefix() if groups else [])
                  + sandbox.command_prefix(work, runtime, limits, cgroup=groups is not None))
     client = _client(nb, km, limits, work)
-    test_cells = {i for i, c in enumerate(nb.cells) if canonical._meta(c).get("grade") and c.cell_type == "code"}
+    test_cells = {i for i, c in enumerate(nb.cells) if protocol.nbgrader_meta(c).get("grade") and c.cell_type == "code"}
     stopped_at: int | None = None
     hidden_runs: dict[int, tuple[list, str | None]] = {}
     watchdog = None
@@ -435,7 +435,7 @@ def _settle_test_cells(nb, test_cells, replies, stopped_at, outcome, reference, 
             noted = True
     for index in sorted(test_cells):
         cell = nb.cells[index]
-        grade_id = canonical._meta(cell).get("grade_id")
+        grade_id = protocol.nbgrader_meta(cell).get("grade_id")
         cell.source = canonical.strip_hidden_tests(cell.source)
         hidden_outputs, hidden_status = hidden_runs.get(index, ([], None))
         payloads = judge.observed({"outputs": hidden_outputs}) + judge.observed(cell)
