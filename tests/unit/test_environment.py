@@ -56,3 +56,14 @@ def test_installed_versions_match_the_pins():
     for name, version in pip_pins().items():
         installed = metadata.version(name)
         assert installed.split("+")[0] == version, f"{name}: installed {installed}, pinned {version}"
+
+
+def test_reading_a_notebook_builds_no_grammars():
+    """jsonschema 4.25+ imports rfc3987-syntax with nbformat, which compiles Lark grammars for 1.3 s in every
+    process that reads a notebook: the grader, each of its workers, every nbgrader call."""
+    import subprocess
+    import sys
+
+    probe = "import sys, nbformat; print(sorted({'rfc3987_syntax', 'lark'} & set(sys.modules)))"
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "[]", f"importing nbformat also imported {loaded.strip()}"
