@@ -247,19 +247,75 @@ def stage(job: Job, name: str, executed, result: NotebookResult) -> None:
 
 # ---------------------------------------------------------------- phase 2 and outputs
 
-def record(course: Path, assignment: str, staged_root: Path, students: list[str],
-           timeout_s: float = 900.0) -> str | None:
-    """nbgrader autograde + feedback of the staged notebooks; returns an error text or None."""
-    cmd = [sys.executable, "-m", "autograder.grading.phase2", str(course), assignment, str(staged_root)]
-    if len(students) == 1:
-        cmd.append(students[0])
-    try:
-        proc = subprocess.run(cmd, cwd=course, capture_output=True, text=True, timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        return f"nbgrader's recording step ran longer than {timeout_s:g} s"
-    if proc.returncode != 0:
-        return (proc.stdout + proc.stderr).strip()[-2000:]
-    return None
+class Recorder:
+    """nbgrader's recording step (:mod:`autograder.grading.phase2`) in one process for the whole run, fed
+    one batch at a time: nbgrader and its templates load once, not once per batch. A batch that fails or
+    runs too long is reported; a process that dies or hangs is replaced for the next batch. Its output goes
+    to ``.grading/phase2.log``."""
+
+    def __init__(self, course: Path, log: Path):
+        self.course, self.log = course, log
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        import queue
+        import threading
+
+        from .phase2 import RESULT
+
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen([sys.executable, "-m", "autograder.grading.phase2", "--serve",
+                                          str(self.course)], cwd=self.course, stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=log, text=True)
+        self.answers: queue.Queue = queue.Queue()
+
+        def read(stream, answers):
+            for line in stream:
+                if line.startswith(RESULT):
+                    answers.put(line[len(RESULT):])
+            answers.put(None)   # the process ended
+
+        threading.Thread(target=read, args=(self.proc.stdout, self.answers), daemon=True).start()
+
+    def record(self, assignment: str, staged_root: Path, students: list[str], timeout_s: float) -> str | None:
+        """Autograde and feedback for ``students`` of ``assignment``; returns an error text or None."""
+        import queue
+
+        if self.proc is None or self.proc.poll() is not None:
+            self.start()
+        logged = self.log.stat().st_size
+        request = {"assignment": assignment, "staged": str(staged_root), "students": students}
+        try:
+            self.proc.stdin.write(json.dumps(request) + "\n")
+            self.proc.stdin.flush()
+            answer = self.answers.get(timeout=timeout_s)
+        except queue.Empty:
+            self.stop()
+            return f"nbgrader's recording step ran longer than {timeout_s:g} s"
+        except OSError:   # the process is gone
+            answer = None
+        if answer is None:
+            self.stop()
+            with open(self.log, "rb") as log:
+                log.seek(logged)
+                return "nbgrader's recording process ended: " + log.read().decode(errors="replace")[-2000:]
+        error = json.loads(answer)["error"]
+        if error:
+            with open(self.log, "rb") as log:
+                log.seek(logged)
+                error = (log.read().decode(errors="replace") + error).strip()[-2000:]
+        return error
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
 
 
 def read_scores(coursedir, pairs: list[tuple[str, str, str]]) -> dict[tuple[str, str, str], float]:
@@ -334,14 +390,16 @@ class Progress:
         self.stream.flush()
 
 
-def matplotlib_cache(grading_dir: Path) -> Path:
-    """Build matplotlib's font cache once so each sandbox does not rebuild it."""
+def matplotlib_cache(grading_dir: Path) -> subprocess.Popen | None:
+    """Start building matplotlib's font cache, once, so that each sandbox does not rebuild it (the folder is
+    ``grading_dir / "mplcache"``; wait for the process before a kernel starts)."""
     cache = grading_dir / "mplcache"
-    if not any(cache.glob("fontlist-*.json")):
-        cache.mkdir(parents=True, exist_ok=True)
-        subprocess.run([sys.executable, "-c", "import matplotlib.font_manager"],
-                       env=dict(os.environ, MPLCONFIGDIR=str(cache)), check=False, capture_output=True)
-    return cache
+    if any(cache.glob("fontlist-*.json")):
+        return None
+    cache.mkdir(parents=True, exist_ok=True)
+    return subprocess.Popen([sys.executable, "-c", "import matplotlib.font_manager"],
+                            env=dict(os.environ, MPLCONFIGDIR=str(cache)), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
 
 
 def reference_for(job: Job, cpu_slots=None) -> reference.HostReference:
@@ -469,6 +527,15 @@ def plan(course: Path, overrides: dict | None = None, progress: Progress | None 
     course = Path(course).resolve()
     if not course.is_dir():
         raise UsageError(f"course folder {course} does not exist")
+    fonts = matplotlib_cache(course / GRADING_DIR) if (course / "nbgrader_config.py").is_file() else None
+    try:   # the font cache builds while nbgrader loads the course
+        return checked_plan(course, overrides, progress)
+    finally:
+        if fonts is not None:
+            fonts.wait()
+
+
+def checked_plan(course: Path, overrides: dict | None, progress: Progress | None) -> Plan:
     coursedir = load_coursedir(course)
     try:
         settings = Settings.resolve(course, coursedir.config, overrides)
@@ -503,7 +570,7 @@ def prepare_folders(course: Path, coursedir) -> Paths:
     staged.mkdir(parents=True)
     scratch = Path(tempfile.mkdtemp(prefix="pte-grading-", dir=os.environ.get("PTE_SCRATCH") or None))
     os.chmod(scratch, 0o711)
-    os.environ["PTE_MPL_CACHE"] = str(matplotlib_cache(grading_dir))
+    os.environ["PTE_MPL_CACHE"] = str(grading_dir / "mplcache")
 
     def folder(name: str) -> str:
         return str(Path(coursedir.format_path(getattr(coursedir, name), ".", ".")).resolve())
@@ -512,9 +579,16 @@ def prepare_folders(course: Path, coursedir) -> Paths:
                  str(grading_dir), str(staged), str(scratch))
 
 
+BATCH = 8   # students recorded together once that many of one assignment are waiting
+
+
 class Engine:
-    """Phase 1 (every submission executed and judged in the worker pool) with phase 2 overlapping: an
-    assignment whose submissions are all in is recorded by nbgrader while the next one runs."""
+    """Phase 1 (every submission executed and judged in the worker pool) with phase 2 overlapping.
+
+    An assignment's submissions start as soon as its own reference is ready. nbgrader records them in
+    batches while the rest run: an assignment whose submissions are all in, any :data:`BATCH` of them, and
+    at the end of the run (when every submission left is already running) whatever is waiting. So the
+    recording that cannot overlap anything is one small batch."""
 
     def __init__(self, run: Plan, progress: Progress):
         self.plan, self.progress = run, progress
@@ -526,47 +600,70 @@ class Engine:
         self.pool = Workers(run.settings.jobs, multiprocessing.get_context("forkserver"), self.cpu_slots, slots)
         self.results: list[NotebookResult] = []
         self.references: dict[str, reference.HostReference] = {}
-        self.remaining = {a: sum(1 for _, b in run.tasks if b == a) for _, a in run.tasks}
-        self.recordings: dict[str, futures.Future] = {}
+        self.unsettled = {a: sum(1 for _, b in run.tasks if b == a) for _, a in run.tasks}
+        self.waiting: dict[str, list[str]] = {}    # assignment -> students graded, not yet recorded
+        self.recording: futures.Future | None = None
+        self.failed: set[tuple[str, str]] = set()
+        self.phase2 = Recorder(run.settings.course, Path(run.paths.grading) / "phase2.log")
+        self.phase2.start()   # nbgrader loads while the references run
 
     def run(self) -> set[tuple[str, str]]:
         """Grade every task; returns the (student, assignment) pairs nbgrader could not record."""
         with futures.ThreadPoolExecutor(max_workers=1) as recorder:
             self.recorder = recorder
-            self.load_references()
-            jobs = [self.plan.job(s, a, self.references[a].cells) for s, a in self.plan.tasks]
-            pending = {self.pool.submit(grade_submission, job, self.cpu_slots): job for job in jobs}
+            pending = {self.pool.submit(reference_for, self.plan.job("", a), self.cpu_slots): ("reference", a, 1)
+                       for a in sorted(self.unsettled)}
             starved, broken = [], []
-            for done in futures.as_completed(pending):
-                job = pending[done]
-                try:
-                    items = self.outcome_of(done, job)
-                except BrokenProcessPool:
-                    broken.append(job)   # on a pool whose worker died: graded again below
-                    continue
-                if rerun_alone(items, self.plan.settings.jobs, len(pending)):
-                    starved.append(job)   # decided below, once nothing else runs
-                    continue
-                self.settle(job, items)
+            while pending:
+                watch = set(pending) | ({self.recording} if self.recording else set())
+                done, _ = futures.wait(watch, return_when=futures.FIRST_COMPLETED)
+                for future in done:
+                    if future is self.recording:
+                        self.record_next()
+                        continue
+                    kind, what, tries = pending.pop(future)
+                    if kind == "reference":
+                        self.reference_ready(future, what, tries, pending)
+                        continue
+                    try:
+                        items = self.outcome_of(future, what)
+                    except BrokenProcessPool:
+                        broken.append(what)   # on a pool whose worker died: graded again below
+                        continue
+                    if rerun_alone(items, self.plan.settings.jobs, len(self.plan.tasks)):
+                        starved.append(what)   # decided below, once nothing else runs
+                        continue
+                    self.settle(what, items)
             self.grade_again(broken, starved)
-            failed = {(student, a) for a, recording in self.recordings.items() for student in recording.result()}
-        return failed
+            self.record_next()
+            while self.recording is not None:   # what is still waiting, batch after batch
+                futures.wait([self.recording])
+                self.record_next()
+        return self.failed
 
-    def load_references(self) -> None:
-        """The reference each assignment is judged with: the solution run on this host, in the sandbox
-        (cached), loaded once per assignment; the stored record if that run fails."""
-        wanted = sorted({a for _, a in self.plan.tasks})
-        computing = {a: self.pool.submit(reference_for, self.plan.job("", a), self.cpu_slots) for a in wanted}
-        for assignment, job in computing.items():
-            try:
-                self.references[assignment] = job.result()
-            except Exception as exc:  # the worker itself died: judge with the stored record
-                stored = reference.load_stored(Path(self.plan.paths.source), assignment) or {}
-                self.references[assignment] = reference.HostReference(
-                    assignment, stored, "stored", problem=f"the reference run failed: {type(exc).__name__}: {exc}")
-        report_references(self.references, self.progress)
-        if any("BrokenProcessPool" in ref.problem for ref in self.references.values()):
-            self.pool.replace()
+    def reference_ready(self, future: futures.Future, assignment: str, tries: int, pending: dict) -> None:
+        """The reference of one assignment is in (the solution run on this host, in the sandbox; cached), or
+        the stored record if that run fails: its submissions can start."""
+        try:
+            self.references[assignment] = future.result()
+        except BrokenProcessPool:
+            if tries == 1:   # a worker died beside it: run it once more, on a new pool
+                pending[self.pool.submit(reference_for, self.plan.job("", assignment), self.cpu_slots)] = (
+                    "reference", assignment, 2)
+                return
+            self.references[assignment] = self.stored_reference(assignment, "its grading process died twice")
+        except Exception as exc:
+            self.references[assignment] = self.stored_reference(assignment, f"{type(exc).__name__}: {exc}")
+        report_references({assignment: self.references[assignment]}, self.progress)
+        cells = self.references[assignment].cells
+        for student, other in self.plan.tasks:
+            if other == assignment:
+                job = self.plan.job(student, assignment, cells)
+                pending[self.pool.submit(grade_submission, job, self.cpu_slots)] = ("job", job, 1)
+
+    def stored_reference(self, assignment: str, why: str) -> reference.HostReference:
+        stored = reference.load_stored(Path(self.plan.paths.source), assignment) or {}
+        return reference.HostReference(assignment, stored, "stored", problem=f"the reference run failed: {why}")
 
     def outcome_of(self, done: futures.Future, job: Job) -> list[NotebookResult]:
         try:
@@ -611,11 +708,39 @@ class Engine:
         for item in items:
             self.results.append(item)
             self.progress.update(item)
-        self.remaining[job.assignment] -= 1
-        if self.remaining[job.assignment] == 0:
-            self.recordings[job.assignment] = self.recorder.submit(record_assignment, self.plan, job.assignment)
+        self.unsettled[job.assignment] -= 1
+        self.waiting.setdefault(job.assignment, []).append(job.student)
+        if self.recording is None:
+            self.record_next()
+
+    def next_batch(self) -> tuple[str, list[str]] | None:
+        """The students nbgrader records next (see the class docstring), or None to wait for more."""
+        ending = sum(self.unsettled.values()) <= self.plan.settings.jobs
+        for assignment, students in sorted(self.waiting.items(), key=lambda item: self.unsettled[item[0]]):
+            if students and (ending or not self.unsettled[assignment] or len(students) >= BATCH):
+                self.waiting[assignment] = []
+                return assignment, students
+        return None
+
+    def record_next(self) -> None:
+        """Collect the recording that finished, if any, and start the next batch."""
+        if self.recording is not None:
+            if not self.recording.done():
+                return
+            try:
+                self.failed |= self.recording.result()
+            except Exception as exc:  # the grader's own fault: the batch is reported, grading goes on
+                assignment, students = self.recording_batch
+                self.progress.log(f"recording {assignment} failed: {type(exc).__name__}: {exc}")
+                self.failed |= {(student, assignment) for student in students}
+            self.recording = None
+        batch = self.next_batch()
+        if batch:
+            self.recording_batch = batch
+            self.recording = self.recorder.submit(record_batch, self.plan, self.phase2, *batch)
 
     def close(self) -> None:
+        self.phase2.stop()
         self.pool.shutdown()
         sandbox.release_mounts_under(Path(self.plan.paths.scratch))   # left by a worker that was killed
         shutil.rmtree(self.plan.paths.scratch, ignore_errors=True)
@@ -623,17 +748,17 @@ class Engine:
         reap_children()
 
 
-def record_assignment(run: Plan, assignment: str) -> list[str]:
-    """Phase 2 for one assignment (one writer to the gradebook at a time); returns the students nbgrader
-    could not record, found one by one without losing the others."""
+def record_batch(run: Plan, recorder: Recorder, assignment: str, students: list[str]) -> set[tuple[str, str]]:
+    """Phase 2 for some students of one assignment (one writer to the gradebook at a time); returns those
+    nbgrader could not record, found one by one without losing the others."""
     staged = Path(run.paths.staged)
-    students = sorted({s for s, a in run.tasks if a == assignment and (staged / s / a).is_dir()})
+    students = sorted(s for s in students if (staged / s / assignment).is_dir())
     timeout = run.settings.phase2_timeout_s
-    if not students or not record(run.settings.course, assignment, staged, students, timeout):
-        return []
+    if not students or not recorder.record(assignment, staged, students, timeout):
+        return set()
     if len(students) == 1:
-        return students
-    return [s for s in students if record(run.settings.course, assignment, staged, [s], timeout)]
+        return {(students[0], assignment)}
+    return {(s, assignment) for s in students if recorder.record(assignment, staged, [s], timeout)}
 
 
 def score(run: Plan, results: list[NotebookResult], failed: set[tuple[str, str]], progress: Progress) -> None:

@@ -11,7 +11,7 @@ CPU and the same torch.
 
 The run is cached under ``.grading/reference-cache/``, keyed by everything that decides its
 numbers: the solution notebooks, the kernel-side package and the data, the torch version,
-the CPU capability torch dispatches to, the CPU-dispatch settings, the thread count and the
+the instruction sets the CPU offers torch's dispatch, the CPU-dispatch settings, the thread count and the
 interpreter. The stored file stays the release's record: every observation where the host
 disagrees with it is listed in the run's report. A check that is sensitive to the platform
 is a course bug for the instructor to fix, never a silent loss of points.
@@ -63,10 +63,22 @@ def _digest_files(paths: list[Path]) -> str:
     return digest.hexdigest()
 
 
-def _torch_identity() -> dict[str, str]:
-    import torch
+def _cpu_identity() -> dict[str, str]:
+    """The installed torch and what its CPU dispatch chooses from, without importing torch (1.4 s in a
+    grading worker): the version, and the instruction sets the CPU reports (Linux's /proc/cpuinfo; elsewhere
+    torch's own answer). With the dispatch settings, they decide which vector code torch runs."""
+    from importlib import metadata
 
-    return {"torch": torch.__version__, "capability": torch.backends.cpu.get_cpu_capability()}
+    identity = {"torch": metadata.version("torch")}
+    try:
+        flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines()
+                     if line.startswith(("flags", "Features")))
+        identity["cpu_flags"] = hashlib.sha256(" ".join(sorted(flags.split(":", 1)[1].split())).encode()).hexdigest()
+    except (OSError, StopIteration):
+        import torch
+
+        identity["capability"] = torch.backends.cpu.get_cpu_capability()
+    return identity
 
 
 def cache_key(solution_files: list[Path], threads: int) -> str:
@@ -78,7 +90,7 @@ def cache_key(solution_files: list[Path], threads: int) -> str:
         "solution": _digest_files(solution_files),
         "kernel": _digest_files(kernel_files),
         "data": _digest_files(data_files),
-        **_torch_identity(),
+        **_cpu_identity(),
         "dispatch": sandbox.cpu_dispatch_env(),
         "threads": threads,
         "machine": platform.machine(),

@@ -119,3 +119,34 @@ def test_honest_neighbours_keep_their_exact_scores(graded):
         rows = {r["student_id"]: r for r in csv.DictReader(handle)}
     assert set(rows) == {"honest-a", "honest-b", "honest-c", "kills-its-worker"}
     assert rows["kills-its-worker"]["status"] == "worker-died" and float(rows["kills-its-worker"]["score"]) == 0.0
+
+
+def test_the_recording_process_outlives_a_failed_batch_and_is_replaced_when_it_dies(graded):
+    """nbgrader's recording step runs in one process, batch after batch. A batch nbgrader cannot record comes
+    back as an error and the process goes on; a process that died is started again; and a batch records and
+    returns feedback to its own students only."""
+    from autograder.grading import pipeline
+
+    root, *_ = graded
+    staged = root / ".grading" / "staged"
+    honest = ("honest-a", "honest-b", "honest-c")
+    feedback = {s: root / "feedback" / s / LESSON / f"{LESSON}.html" for s in honest}
+    before = {s: path.stat().st_mtime_ns for s, path in feedback.items()}
+    recorder = pipeline.Recorder(root, root / ".grading" / "phase2-test.log")
+    try:
+        assert recorder.record("no-such-lesson", staged, ["honest-a", "honest-b"], 300), \
+            "a batch nbgrader cannot record must come back as an error"
+        first = recorder.proc.pid
+        assert recorder.record(LESSON, staged, ["honest-a", "honest-b"], 300) is None
+        assert recorder.proc.pid == first, "a failed batch must not cost the process"
+        recorder.proc.kill()
+        recorder.proc.wait()
+        assert recorder.record(LESSON, staged, ["honest-b"], 300) is None
+        assert recorder.proc.pid != first
+    finally:
+        recorder.stop()
+    after = {s: path.stat().st_mtime_ns for s, path in feedback.items()}
+    assert after["honest-a"] != before["honest-a"] and after["honest-b"] != before["honest-b"]
+    assert after["honest-c"] == before["honest-c"], "a batch rewrote the feedback of a student outside it"
+    scores = kit.scores(root, LESSON)
+    assert all(scores[s] == FULL for s in honest), scores

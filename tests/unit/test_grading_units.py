@@ -226,6 +226,42 @@ def test_a_notebook_with_too_many_cells_is_refused(tmp_path):
     assert found.value.status == "refused" and "cells" in found.value.reason
 
 
+def test_recording_batches_overlap_the_run_and_leave_a_small_tail():
+    """nbgrader records an assignment that is all in, any BATCH students, and at the end whatever waits."""
+    from types import SimpleNamespace
+
+    engine = SimpleNamespace(plan=SimpleNamespace(settings=SimpleNamespace(jobs=2)),
+                             unsettled={"a": 5, "b": 10}, waiting={"a": ["s1", "s2"]})
+
+    def batch():
+        return pipeline.Engine.next_batch(engine)
+
+    assert batch() is None, "two graded and fifteen to go: wait for more"
+    engine.waiting["a"] = [f"s{i}" for i in range(pipeline.BATCH)]
+    assert batch() == ("a", [f"s{i}" for i in range(pipeline.BATCH)])
+    assert engine.waiting["a"] == []
+    engine.unsettled, engine.waiting = {"a": 0, "b": 10}, {"a": ["s9"], "b": ["t1"]}
+    assert batch() == ("a", ["s9"]), "an assignment whose submissions are all in is recorded at once"
+    assert batch() is None
+    engine.unsettled["b"] = 2   # every submission left is running: nothing later can join the batch
+    assert batch() == ("b", ["t1"])
+    assert batch() is None
+
+
+def test_the_reference_key_does_not_import_torch():
+    """A grading worker computes the key of each reference: importing torch for it cost 1.4 s each."""
+    import subprocess
+    import sys
+
+    from autograder import course
+
+    probe = ("import sys; from pathlib import Path; from autograder.grading import reference; "
+             f"reference.cache_key([Path({str(course.solution_path('01_tensors_and_views'))!r})], 1); "
+             "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
 def test_retry_policy_confirms_a_timeout_only_beside_others():
     timeout = [pipeline.NotebookResult("s", "a", "n", status="timeout")]
     graded = [pipeline.NotebookResult("s", "a", "n", status="graded")]
