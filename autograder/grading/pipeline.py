@@ -592,12 +592,14 @@ class Engine:
 
     def __init__(self, run: Plan, progress: Progress):
         self.plan, self.progress = run, progress
-        self.manager = multiprocessing.get_context("forkserver").Manager()
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload([__name__])   # imported once, in the server every worker forks from
+        self.manager = context.Manager()
         self.cpu_slots = self.manager.Queue()
         slots = cpu_sets(run.settings.jobs)
         for slot in slots:
             self.cpu_slots.put(slot)
-        self.pool = Workers(run.settings.jobs, multiprocessing.get_context("forkserver"), self.cpu_slots, slots)
+        self.pool = Workers(run.settings.jobs, context, self.cpu_slots, slots)
         self.results: list[NotebookResult] = []
         self.references: dict[str, reference.HostReference] = {}
         self.unsettled = {a: sum(1 for _, b in run.tasks if b == a) for _, a in run.tasks}
