@@ -256,6 +256,7 @@ class Recorder:
     def __init__(self, course: Path, log: Path):
         self.course, self.log = course, log
         self.proc: subprocess.Popen | None = None
+        log.write_bytes(b"")   # this run's alone
 
     def start(self) -> None:
         import queue

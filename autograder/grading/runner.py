@@ -106,7 +106,12 @@ class GradingClient(NotebookClient):
     flooded = False
     cell_line_limit = 1000
 
+    idle_seen = 0        # the kernel's "idle" statuses so far: one follows every cell it finished
+    unresponsive = False   # a cell timed out and its kernel ignored the interrupt: it was killed
+
     def process_message(self, msg, cell, cell_index):
+        if msg["msg_type"] == "status" and msg.get("content", {}).get("execution_state") == "idle":
+            self.idle_seen += 1
         if msg["msg_type"] not in ("status", "execute_input"):
             self.output_used += _message_size(msg)
             if self.output_used > self.output_limit and msg["msg_type"] not in ("clear_output",):
@@ -242,6 +247,9 @@ def _error_output(ename: str, evalue: str):
     return nbformat.v4.new_output("error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"])
 
 
+INTERRUPT_GRACE_S = 5.0   # at least this long (a quarter of the cell cap if more) to answer an interrupt
+
+
 def _client(nb, km, limits: Limits, work: Path) -> GradingClient:
     """The notebook client: a slow cell is interrupted and the notebook goes on (the notebook's own clock is
     the watchdog's); every message type counts towards the output cap."""
@@ -267,7 +275,18 @@ def _client(nb, km, limits: Limits, work: Path) -> GradingClient:
         if cell is not None:
             cell.outputs.append(_error_output("CellTimeout", f"this cell ran longer than {limits.cell_timeout_s:g} s "
                                                              "and was interrupted by the grader"))
-        return await original_timeout(timeout, cell)
+        seen = client.idle_seen
+        reply = await original_timeout(timeout, cell)   # the interrupt
+        # A kernel that takes the interrupt is idle at once. One that ignores it would make every later cell
+        # wait out its own timeout until the notebook's clock ran out: it is stopped now, with the same scores.
+        deadline = time.monotonic() + max(INTERRUPT_GRACE_S, limits.cell_timeout_s / 4)
+        while client.idle_seen == seen and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        if client.idle_seen == seen:
+            client.unresponsive = True
+            kill_kernel_tree(km)
+            raise DeadKernelError("the kernel ignored the interrupt")
+        return reply
 
     client._async_handle_timeout = on_timeout
     return client
@@ -306,7 +325,7 @@ async def _run(nb, limits: Limits, work: Path, runtime: Path, outcome: Outcome,
                     break
     except Exception as exc:  # the kernel died, or anything else that stops the run: never raised to the batch
         stopped_at = _current_index(nb, client.replies)
-        if not (watchdog and watchdog.tripped):
+        if not (watchdog and watchdog.tripped) and not client.unresponsive:
             outcome.status, outcome.reason = (
                 (Status.KERNEL_DIED, "the kernel died (the notebook exited or crashed it)")
                 if isinstance(exc, DeadKernelError) else
@@ -340,6 +359,10 @@ def _decide_status(outcome: Outcome, client: GradingClient, nb, limits: Limits, 
         outcome.status, outcome.reason = Status.TIMEOUT, f"the notebook ran longer than {limits.timeout_s:g} s"
     elif tripped == Status.MEMORY_LIMIT:
         outcome.status, outcome.reason = Status.MEMORY_LIMIT, f"the kernel used more than {limits.memory_mb} MB"
+    elif client.unresponsive:
+        outcome.status = Status.TIMEOUT
+        outcome.reason = (f"a cell ran longer than {limits.cell_timeout_s:g} s and its kernel ignored the interrupt; "
+                          "the kernel was stopped and the cells after it did not run")
     elif (client.flooded or _stopped_by_output_cap(nb)) and outcome.status == Status.GRADED:
         outcome.status = Status.OUTPUT_LIMIT
         outcome.reason = (f"a cell printed more than {client.FLOOD_FACTOR * limits.output_mb:g} MB "

@@ -369,6 +369,16 @@ def test_timeouts_are_confirmed_alone(graded_class):
     assert "grading it again alone" in proc.stderr
 
 
+def test_a_kernel_that_ignores_the_interrupt_is_stopped(graded_class):
+    """A kernel that ignores SIGINT after a cell's timeout would make every later cell wait out a timeout of
+    its own until the notebook's clock ran out (120 s here, twice with the run alone); it is stopped
+    instead, and an interrupted kernel that answers runs on."""
+    _, _, proc, report = graded_class
+    reasons = {s["student"]: s["reason"] for s in report["submissions"]}
+    assert "ignored the interrupt" in reasons["ignores-sigint"], reasons["ignores-sigint"]
+    assert "ignored the interrupt" not in reasons["infinite-loop"], reasons["infinite-loop"]
+
+
 def test_every_submission_gets_its_status(graded_class):
     root, cases, proc, report = graded_class
     statuses = {s["student"]: (s["status"], s["reason"]) for s in report["submissions"]}
