@@ -21,7 +21,7 @@ export PATH := $(abspath $(BIN)):$(PATH)
 # make release uses the same setting, so stored outputs match what the tests recompute.
 test test-quick release bench bench-grading: export OMP_NUM_THREADS ?= 1
 
-.PHONY: lab test test-quick release grade bench bench-grading bench-tests student-edition test-gpu venv clean
+.PHONY: lab test test-quick release grade bench bench-grading bench-tests student-edition test-gpu venv clean image
 
 venv: $(STAMP)
 
@@ -79,6 +79,13 @@ bench-grading: $(STAMP)
 ## Wall time of `make test` in a fresh clone, cold (venv created) and warm
 bench-tests:
 	bash bench/bench_tests.sh
+
+## The grading image for a cluster (deploy/Containerfile; Debian and PyPI packages only), with podman or docker.
+IMAGE ?= pte-grader:latest
+CONTAINER_TOOL ?= $(shell command -v podman || command -v docker)
+image:
+	@test -n "$(CONTAINER_TOOL)" || { echo "make image needs podman or docker (Debian: apt-get install podman)" >&2; exit 2; }
+	$(CONTAINER_TOOL) build -f deploy/Containerfile -t $(IMAGE) .
 
 clean:
 	rm -rf .pytest_cache gradebook.db

@@ -1,4 +1,4 @@
-"""Command line: ``python -m autograder release|lessons|grade ...`` (see ``--help``)."""
+"""Command line: ``python -m autograder release|lessons|grade|finish ...`` (see ``--help``)."""
 from __future__ import annotations
 
 import argparse
@@ -6,6 +6,7 @@ import sys
 
 from . import course
 from .grading import cli as grading_cli
+from .grading import finish as grading_finish
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -18,10 +19,13 @@ def main(argv: list[str] | None = None) -> int:
 
     commands.add_parser("lessons", help="list the lesson ids")
     grading_cli.add_parser(commands)
+    grading_finish.add_parser(commands)
 
     args = parser.parse_args(argv)
     if args.command == "grade":
         return grading_cli.run(args, commands.choices["grade"])
+    if args.command == "finish":
+        return grading_finish.run(args, commands.choices["finish"])
     if args.command == "lessons":
         print("\n".join(course.lessons()))
         return 0

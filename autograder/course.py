@@ -1,17 +1,13 @@
 """Where the course lives and how the student release is made from it."""
 from __future__ import annotations
 
-import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import nbformat
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-LESSON_ID = re.compile(r"^\d\d_[a-z0-9_]+$")
 EXECUTION_TIMEOUT_S = 600
 
 # nbgrader shells out to `alembic` (and the tools to `jupyter`): make this environment's
@@ -22,7 +18,11 @@ if _SCRIPTS not in os.environ.get("PATH", "").split(os.pathsep):
 
 
 from autograder.kernel import protocol  # noqa: E402
-from autograder.kernel.paths import data_dir  # noqa: E402,F401  (one definition, shared with kernels)
+
+# one definition of each, shared with the kernels and the grader (the tests and the tools name them here)
+from autograder.kernel.paths import PACKAGE_ROOT as REPO_ROOT  # noqa: E402
+from autograder.kernel.paths import data_dir  # noqa: E402,F401
+from autograder.kernel.protocol import REFERENCE_FILE  # noqa: E402,F401
 
 
 def lessons(course_root: Path = REPO_ROOT, narrowed: bool = True) -> list[str]:
@@ -33,7 +33,7 @@ def lessons(course_root: Path = REPO_ROOT, narrowed: bool = True) -> list[str]:
     source = Path(course_root) / "solutions"
     found = sorted(
         p.name for p in source.iterdir()
-        if p.is_dir() and LESSON_ID.match(p.name) and (p / f"{p.name}.ipynb").is_file()
+        if p.is_dir() and protocol.LESSON_ID.match(p.name) and (p / f"{p.name}.ipynb").is_file()
     )
     wanted = [w for w in os.environ.get("PTE_LESSONS", "").split(",") if w] if narrowed else []
     return [lesson for lesson in found if not wanted or lesson in wanted]
@@ -46,29 +46,6 @@ def solution_path(lesson: str, course_root: Path = REPO_ROOT) -> Path:
 def nbgrader_cmd(*args: str) -> list[str]:
     """The nbgrader command line of this Python environment."""
     return [sys.executable, "-m", "nbgrader", *args]
-
-
-REFERENCE_FILE = protocol.REFERENCE_FILE
-
-
-def reference_path(lesson: str, course_root: Path = REPO_ROOT) -> Path:
-    """Where ``make release`` stores a lesson's reference observations (never released to students)."""
-    return Path(course_root) / "solutions" / lesson / REFERENCE_FILE
-
-
-def observation_outputs(cell) -> list[dict]:
-    """The observations a recording kernel published in ``cell`` (in order)."""
-    from autograder.kernel.observations import MIME
-
-    return [out["data"][MIME] for out in cell.get("outputs", [])
-            if out.get("output_type") == "display_data" and MIME in out.get("data", {})]
-
-
-def drop_observation_outputs(cell) -> None:
-    from autograder.kernel.observations import MIME
-
-    cell["outputs"] = [out for out in cell.get("outputs", [])
-                       if not (out.get("output_type") == "display_data" and MIME in out.get("data", {}))]
 
 
 def execute_in_place(path: Path, timeout: int = EXECUTION_TIMEOUT_S, lesson: str | None = None,
@@ -92,23 +69,20 @@ def execute_in_place(path: Path, timeout: int = EXECUTION_TIMEOUT_S, lesson: str
         resources={"metadata": {"path": str(path.parent)}},
     )
     client.execute(env=dict(os.environ, **(env or {}), PTE_OBSERVE="record"))
-    cells: dict[str, list[dict]] = {}
+    reference = protocol.Reference(lesson or path.stem)
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        observed = observation_outputs(cell)
-        drop_observation_outputs(cell)
-        if meta.get("grade") and cell.cell_type == "code":
-            grade_id = meta["grade_id"]
+        observed = protocol.observations_in(cell.get("outputs", []))
+        cell["outputs"] = protocol.without_observations(cell.get("outputs", []))
+        if protocol.is_test_cell(cell):
+            grade_id = protocol.nbgrader_meta(cell)["grade_id"]
             if not observed:
                 raise RuntimeError(f"{path.name}: test cell '{grade_id}' made no hidden observation; every graded "
                                    "test needs at least one (checks.hidden(...).observe(...))")
-            cells[grade_id] = [{k: o[k] for k in ("label", "value", "atol", "rtol", "hint")} for o in observed]
+            reference.cells[grade_id] = protocol.Reference.entries(observed)
     nbformat.write(nb, path)
-    lesson = lesson or path.stem
-    reference = {"format": protocol.REFERENCE_FORMAT, "lesson": lesson, "cells": cells}
-    (path.parent / REFERENCE_FILE).write_text(json.dumps(reference, indent=1, sort_keys=True) + "\n")
+    reference.write(path.parent / protocol.REFERENCE_FILE)
 
 
 def generate_release(course_root: Path = REPO_ROOT, lesson_ids: list[str] | None = None) -> None:
@@ -124,9 +98,6 @@ def generate_release(course_root: Path = REPO_ROOT, lesson_ids: list[str] | None
         )
     for lesson in wanted:
         _finish_release(Path(course_root) / "notebooks" / lesson / f"{lesson}.ipynb")
-
-
-RUN_ON_TAG = protocol.RAISES_EXCEPTION
 
 
 def _finish_release(path: Path) -> None:
@@ -146,10 +117,10 @@ def _finish_release(path: Path) -> None:
     nb.metadata.pop("widgets", None)
     for cell in nb.cells:
         meta = cell.get("metadata", {})
-        if cell.cell_type == "code" and meta.get("nbgrader", {}).get("grade"):
+        if protocol.is_test_cell(cell):
             tags = meta.setdefault("tags", [])
-            if RUN_ON_TAG not in tags:
-                tags.append(RUN_ON_TAG)
+            if protocol.RAISES_EXCEPTION not in tags:
+                tags.append(protocol.RAISES_EXCEPTION)
     nbformat.write(nb, path)
 
 

@@ -37,10 +37,9 @@ from .kernel import protocol
 
 TEMPLATES = course.REPO_ROOT / "edition"
 MARKER = ".student-edition"
-HIDDEN_FILES = {course.REFERENCE_FILE}
+HIDDEN_FILES = {protocol.REFERENCE_FILE}
 SKIP_PARTS = {"__pycache__", ".ipynb_checkpoints", ".pytest_cache"}
 SKIP_SUFFIXES = {".pyc", ".pyo"}
-LEAK_MARKERS = protocol.MARKERS
 # the licences, shipped as they are; the student README (edition/README.md) says which covers what
 LICENCE_FILES = ("LICENSE", "LICENSE-CONTENT")
 
@@ -324,12 +323,10 @@ def _title(nb) -> str:
 
 
 def lessons_table(release: dict[str, object]) -> str:
-    from autograder.kernel.selfcheck import is_test_cell, nbgrader_meta
-
     rows = ["| lesson | notebook | graded exercises |", "| --- | --- | --- |"]
     for lesson, nb in release.items():
-        tests = [c for c in nb.cells if is_test_cell(c)]
-        points = sum(nbgrader_meta(c).get("points", 0) for c in tests)
+        tests = [c for c in nb.cells if protocol.is_test_cell(c)]
+        points = sum(protocol.nbgrader_meta(c).get("points", 0) for c in tests)
         rows.append(f"| {lesson[:2]} · {_title(nb)} | `notebooks/{lesson}/{lesson}.ipynb` | "
                     f"{len(tests)} ({points} points) |")
     return "\n".join(rows)
@@ -356,17 +353,15 @@ def data_readme(text: str) -> str:
 
 def check_release(lesson: str, nb) -> None:
     """Stop the build if the released notebook carries anything of the source or any output."""
-    from autograder.kernel.selfcheck import is_test_cell
-
     where = f"notebooks/{lesson}/{lesson}.ipynb"
     for cell in nb.cells:
-        for marker in LEAK_MARKERS:
+        for marker in protocol.MARKERS:
             if marker in cell.source:
                 raise EditionError(f"{where} holds '{marker}': regenerate it with `make release`")
         if cell.cell_type == "code" and cell.get("outputs"):
             raise EditionError(f"{where}: cell {cell.get('id')} has outputs; the release ships without them "
                                "(regenerate it with `make release`)")
-        if is_test_cell(cell) and re.search(r"\bchecks\.hidden\(|\bhidden\.observe\(", cell.source):
+        if protocol.is_test_cell(cell) and re.search(r"\bchecks\.hidden\(|\bhidden\.observe\(", cell.source):
             raise EditionError(f"{where}: a test cell still holds hidden checks: regenerate it with `make release`")
 
 

@@ -8,7 +8,8 @@ without it on a dry run); 1 when anything failed, timed out or did not run; 2 fo
 
 What the GPU machine needs. Nothing is installed from the network: a Python that imports torch (a CUDA
 build, torch >= 2.4), numpy and matplotlib, and ipywidgets for the lessons with widgets. This module
-imports nothing beyond the standard library at the top, so it runs there. Then the best runner it finds:
+imports nothing beyond the standard library at the top (and ``autograder.kernel.protocol``, which is
+standard library only), so it runs there. Then the best runner it finds:
 
 - ``nbval``: pytest + nbval + ipykernel. As on CPU CI, stored outputs are compared (cells tagged
   ``nbval-ignore-output``, i.e. timings, devices and the CUDA-only cells, run but are not compared) and
@@ -29,7 +30,7 @@ Settings (environment variables):
 - ``GPU_TEST_SOLUTIONS=dir``: the folder holding ``<id>/<id>.ipynb`` (default ``solutions``, relative
   to the repository);
 - ``GPU_TEST_ALLOW_CPU=1``: a dry run without CUDA: CUDA-only cells are skipped and counted;
-- ``GPU_TEST_BUDGET_S=570``: the wall-clock budget for everything (it fits the CI job's 10 minutes).
+- ``GPU_TEST_BUDGET_S=570``: the wall-clock budget for everything (it fits the CI job's 15-minute timeout).
 """
 from __future__ import annotations
 
@@ -46,14 +47,15 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autograder.kernel import protocol  # standard library only: the tags this runner acts on
+
 ROOT = Path(__file__).resolve().parent.parent
 RUNNERS = ("nbval", "nbclient", "exec")
 RUNNER_MODULES = ("pytest", "nbval", "nbclient", "ipykernel")
 CELL_TIMEOUT_S = 300      # one cell, in every runner
 STEP_TIMEOUT_S = 300      # one notebook, or the CUDA assertions
 MIN_LEFT_S = 15           # a step starts only with this much of the budget left
-REQUIRES_CUDA = "requires-cuda"
-RAISES = frozenset({"raises-exception", "nbval-raises-exception"})
+RAISES = frozenset({protocol.RAISES_EXCEPTION, "nbval-raises-exception"})
 CUDA_ASSERTIONS = "08 CUDA assertions (unit/test_amp.py)"
 NAME_WIDTH = 40
 
@@ -306,7 +308,7 @@ def run_nbclient(run: Run, name: str, path: Path) -> dict:
     nb = nbformat.read(path, as_version=4)
     skip = set()
     for index, cell in enumerate(nb.cells):
-        if cell.cell_type == "code" and REQUIRES_CUDA in tags(cell) and not run.cuda:
+        if cell.cell_type == "code" and protocol.REQUIRES_CUDA in tags(cell) and not run.cuda:
             skip.add(index)
             cell.source = "pass  # requires CUDA: skipped on this machine"
     client = NotebookClient(nb, timeout=int(run.budget.timeout(CELL_TIMEOUT_S)), kernel_name="python3",
@@ -345,7 +347,7 @@ def exec_one(path: Path, out: Path, cuda: bool) -> None:
         namespace = {"__name__": "__main__", "display": print}
     cells = []
     for index, cell in enumerate(c for c in nb["cells"] if c.get("cell_type") == "code"):
-        if REQUIRES_CUDA in tags(cell) and not cuda:
+        if protocol.REQUIRES_CUDA in tags(cell) and not cuda:
             cells.append((cell, None))
             continue
         error = None

@@ -28,7 +28,7 @@ from pathlib import Path
 import nbformat
 
 from autograder import course
-from tests.support import coursekit as kit   # python -m bench.bench_grading, from the course root
+from tests.support import coursekit as kit  # python -m bench.bench_grading, from the course root
 
 
 def build_class(root: Path, lessons: list[str], students: int) -> Path:

@@ -3,6 +3,7 @@
 # test workers never race for apt's lock):
 #   bubblewrap  the grading sandbox (the grading command refuses to grade without it)
 #   postgresql  the shared-gradebook test (a throwaway server on loopback)
+#   slurm-wlm, munge  the Slurm recipe's test (a throwaway one-node cluster on loopback)
 #   chromium    the browser test (headless; driven by Playwright with its executable_path)
 # As root with apt-get, missing ones are installed; otherwise the script says what is missing
 # and the tests that need it fail with that message.
@@ -10,6 +11,8 @@ set -uo pipefail
 want=()
 command -v bwrap >/dev/null || want+=(bubblewrap)
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || want+=(postgresql)
+command -v slurmctld >/dev/null || [ -x /usr/sbin/slurmctld ] || want+=(slurm-wlm)
+command -v munged >/dev/null || [ -x /usr/sbin/munged ] || want+=(munge)
 command -v chromium >/dev/null || want+=(chromium)
 [ ${#want[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then

@@ -8,7 +8,7 @@ verdicts are decided outside the kernel (see ``judge``), so honest code is never
 
 What the rebuild reports:
 - findings (status ``tampered``): a locked test cell edited, deleted, duplicated, or
-  given an unknown grade id;
+  given an unknown grade id; a cell the student added that claims to be graded;
 - notes (harmless, in the report): edited release code cells (for example the Setup
   cell: the edited version ran), a missing answer cell, a copied answer cell.
 """
@@ -22,19 +22,8 @@ from pathlib import Path
 import nbformat
 
 from ..kernel import protocol
-from .status import Status
-
-
-
-MAX_CELLS = 2000
-
-
-class SubmissionError(Exception):
-    """The submission cannot be graded; ``status`` says why (``corrupt``, ``missing`` or ``refused``)."""
-
-    def __init__(self, status: str, reason: str):
-        super().__init__(reason)
-        self.status, self.reason = Status(status), reason
+from .settings import MAX_CELLS
+from .status import Status, SubmissionError
 
 
 @dataclass
@@ -42,10 +31,6 @@ class Canonical:
     nb: nbformat.NotebookNode
     findings: list[str] = field(default_factory=list)   # tampering: makes the status 'tampered'
     notes: list[str] = field(default_factory=list)      # harmless remarks for the report
-    deleted_tests: set[str] = field(default_factory=set)
-
-
-_meta = protocol.nbgrader_meta
 
 
 def read_submission(path: Path, data: bytes | None = None) -> nbformat.NotebookNode:
@@ -89,6 +74,19 @@ def _plain(cell) -> None:
     cell.setdefault("metadata", {}).pop("nbgrader", None)
 
 
+def _unnamed(cell, result: Canonical) -> None:
+    """A cell with nbgrader metadata but no grade id of its own (the student added it, or emptied its id):
+    nbgrader cannot record such a cell, so it runs as plain code. One that claims points is tampering."""
+    meta = protocol.nbgrader_meta(cell)
+    if meta.get("grade") or meta.get("points"):
+        result.findings.append(f"cell '{cell.get('id', '?')}' claims to be graded but has no grade id of the "
+                               "release (it ran as ordinary code and earned nothing)")
+    else:
+        result.notes.append(f"cell '{cell.get('id', '?')}' had nbgrader metadata without a grade id: it ran as "
+                            "ordinary code")
+    _plain(cell)
+
+
 def build(release: nbformat.NotebookNode, submitted: nbformat.NotebookNode,
           test_sources: dict[str, str]) -> Canonical:
     """The notebook to run: the student's cells, with each graded test cell the instructor's own.
@@ -97,50 +95,33 @@ def build(release: nbformat.NotebookNode, submitted: nbformat.NotebookNode,
     holds it (hidden tests included).
     """
     result = Canonical(nb=nbformat.v4.new_notebook(metadata=copy.deepcopy(release.metadata)))
-    kinds = {_meta(c).get("grade_id"): c for c in release.cells if _meta(c).get("grade_id")}
-    tests = {g for g, c in kinds.items() if _meta(c).get("grade") and not _meta(c).get("solution")
-             and c.cell_type == "code"}
+    kinds = {protocol.nbgrader_meta(c).get("grade_id"): c for c in release.cells
+             if protocol.nbgrader_meta(c).get("grade_id")}
+    tests = {g for g, c in kinds.items() if protocol.is_test_cell(c)}
     release_by_id = {c.get("id"): c for c in release.cells if c.get("id")}
     placed: set[str] = set()
     cells = []
-    for index, original in enumerate(submitted.cells):
+    for original in submitted.cells:
         cell = copy.deepcopy(original)
-        grade_id = _meta(cell).get("grade_id")
-        if grade_id and grade_id not in kinds:
+        grade_id = protocol.nbgrader_meta(cell).get("grade_id")
+        if "nbgrader" not in cell.get("metadata", {}):
+            _note_edited_release_cell(cell, release_by_id, result)
+        elif not (isinstance(grade_id, str) and grade_id):
+            _unnamed(cell, result)
+        elif grade_id not in kinds:
             result.findings.append(f"unknown grade id '{grade_id}' (renamed or invented)")
             _plain(cell)
         elif grade_id in tests:
-            if grade_id in placed:
-                result.findings.append(f"graded test cell '{grade_id}' appears more than once")
+            cell = _test_cell(cell, kinds[grade_id], test_sources[grade_id], placed, result)
+            if cell is None:
                 continue
-            placed.add(grade_id)
-            release_cell = kinds[grade_id]
-            if cell.get("source", "").strip() != release_cell.source.strip() or cell.cell_type != "code":
-                result.findings.append(f"locked cell '{grade_id}' was edited (the instructor's version ran)")
-            cell = nbformat.v4.new_code_cell(test_sources[grade_id])
-            cell["id"] = release_cell.get("id") or f"test-{grade_id}"
-            cell.metadata = copy.deepcopy(release_cell.metadata)
-        elif grade_id:
-            release_cell = kinds[grade_id]
-            if grade_id in placed:
-                result.notes.append(f"cell '{grade_id}' appears more than once: the copy ran as ordinary code")
-                _plain(cell)
-            else:
-                placed.add(grade_id)
-                cell.setdefault("metadata", {})["nbgrader"] = copy.deepcopy(_meta(release_cell))
-                if cell.cell_type != release_cell.cell_type:
-                    result.notes.append(f"cell '{grade_id}' was turned into a {cell.cell_type} cell")
-                    _plain(cell)
-        elif cell.cell_type == "code" and cell.get("id") in release_by_id:
-            ours = release_by_id[cell["id"]]
-            if ours.cell_type == "code" and cell.source.strip() != ours.source.strip():
-                result.notes.append(f"release cell '{cell['id']}' was edited: the edited version ran")
+        else:
+            _answer_or_locked_cell(cell, kinds[grade_id], placed, result)
         cells.append(cell)
     for grade_id, cell in kinds.items():
         if grade_id in tests and grade_id not in placed:
-            result.deleted_tests.add(grade_id)
             result.findings.append(f"graded cell '{grade_id}' was deleted (counts as zero)")
-        elif _meta(cell).get("solution") and grade_id not in placed:
+        elif protocol.nbgrader_meta(cell).get("solution") and grade_id not in placed:
             result.notes.append(f"answer cell '{grade_id}' is missing: the notebook's own definitions ran")
     for position, cell in enumerate(cells):
         if not cell.get("id"):
@@ -149,14 +130,37 @@ def build(release: nbformat.NotebookNode, submitted: nbformat.NotebookNode,
     return result
 
 
-def split_hidden_tests(source: str) -> tuple[str, str]:
-    """A test cell's source as two executions: its visible part, then its hidden part (markers dropped).
+def _note_edited_release_cell(cell, release_by_id: dict, result: Canonical) -> None:
+    if cell.cell_type == "code" and cell.get("id") in release_by_id:
+        ours = release_by_id[cell["id"]]
+        if ours.cell_type == "code" and cell.source.strip() != ours.source.strip():
+            result.notes.append(f"release cell '{cell['id']}' was edited: the edited version ran")
 
-    The grader runs them one after the other, so the kernel holds no hidden code while the visible
-    checks run. A cell without hidden tests is all visible."""
-    return protocol.split_hidden(source)
+
+def _test_cell(cell, release_cell, source: str, placed: set[str], result: Canonical):
+    """The instructor's test cell in place of the student's copy (None: a duplicate, dropped)."""
+    grade_id = protocol.nbgrader_meta(release_cell)["grade_id"]
+    if grade_id in placed:
+        result.findings.append(f"graded test cell '{grade_id}' appears more than once")
+        return None
+    placed.add(grade_id)
+    if cell.get("source", "").strip() != release_cell.source.strip() or cell.cell_type != "code":
+        result.findings.append(f"locked cell '{grade_id}' was edited (the instructor's version ran)")
+    ours = nbformat.v4.new_code_cell(source)
+    ours["id"] = release_cell.get("id") or f"test-{grade_id}"
+    ours.metadata = copy.deepcopy(release_cell.metadata)
+    return ours
 
 
-def strip_hidden_tests(source: str) -> str:
-    """A test cell's source as feedback may show it: hidden tests replaced by one line."""
-    return protocol.HIDDEN_BLOCK.sub("# (hidden tests run here; their code is not shown)", source)
+def _answer_or_locked_cell(cell, release_cell, placed: set[str], result: Canonical) -> None:
+    """An answer cell (or another cell of the release with a grade id): the release's metadata, once."""
+    grade_id = protocol.nbgrader_meta(release_cell)["grade_id"]
+    if grade_id in placed:
+        result.notes.append(f"cell '{grade_id}' appears more than once: the copy ran as ordinary code")
+        _plain(cell)
+        return
+    placed.add(grade_id)
+    cell.setdefault("metadata", {})["nbgrader"] = copy.deepcopy(protocol.nbgrader_meta(release_cell))
+    if cell.cell_type != release_cell.cell_type:
+        result.notes.append(f"cell '{grade_id}' was turned into a {cell.cell_type} cell")
+        _plain(cell)

@@ -114,7 +114,7 @@ class KernelGroups:
     def remove(self) -> None:
         """Kill what is left in the groups and remove them."""
         for folder in self.folders:
-            for attempt in range(50):
+            for _attempt in range(50):
                 try:
                     pids = [int(p) for p in (folder / "cgroup.procs").read_text().split()]
                 except OSError:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from . import shards
 from .settings import default
 
 
@@ -36,26 +37,27 @@ def add_parser(commands) -> None:
     grade.add_argument("--sandbox", choices=["auto", "bwrap", "none"], default=None,
                        help="bubblewrap isolation (default auto: required; refuses to grade without it). "
                             "'none' grades without isolation, knowingly")
-    grade.add_argument("--shard", default=None, metavar="I/N",
-                       help="grade only students whose id hashes to shard I of N (several graders, one database)")
+    grade.add_argument("--shard", default=None, metavar="I/N|auto",
+                       help="grade only students whose id hashes to shard I of N (several graders, one database); "
+                            "auto: the shard of this Slurm array task or Kubernetes Indexed Job pod")
+    grade.add_argument("--shard-count", type=int, default=None, metavar="N",
+                       help="how many shards --shard auto splits the class into (needed under Kubernetes, which "
+                            "does not tell a pod; default: c.PTEGrading.shard_count)")
 
 
 OVERRIDES = ("assignments", "students", "jobs", "timeout_s", "cell_timeout_s", "memory_mb", "output_mb", "disk_mb",
-             "processes", "threads", "sandbox")
+             "processes", "threads", "sandbox", "shard_count")
 
 
 def run(args, parser) -> int:
-    from .pipeline import UsageError, grade
+    from .pipeline import UsageError, grade  # the Jupyter packages load here, once a grade is asked for
 
     overrides = {name: getattr(args, name) for name in OVERRIDES}
     if args.shard:
         try:
-            index, count = (int(x) for x in args.shard.split("/"))
-            if not 0 <= index < count:
-                raise ValueError
-            overrides["shard"] = (index, count)
-        except ValueError:
-            parser.error(f"--shard wants I/N with 0 <= I < N, got {args.shard!r}")
+            overrides["shard"] = shards.parse(args.shard)   # "auto" is read once the course config is
+        except ValueError as exc:
+            parser.error(str(exc))
     try:
         code, _ = grade(args.course, overrides)
     except UsageError as exc:

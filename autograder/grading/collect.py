@@ -13,11 +13,7 @@ import os
 import stat
 from pathlib import Path
 
-from .canonical import SubmissionError
-from .status import Status
-
-MAX_NOTEBOOK_BYTES = 20 * 2**20      # a lesson notebook with its outputs is well under 2 MB
-MAX_TIMESTAMP_BYTES = 1024
+from .status import Status, SubmissionError
 
 
 def refused(reason: str) -> SubmissionError:

@@ -10,17 +10,29 @@ A test cell passes only if its execution finished without an error *and* its
 observations match the reference one for one. Feedback names the failing hidden check by
 its position and the kind of difference; it never shows the label, the hidden code or
 an expected value.
+
+:func:`settle` is the verdict step: it takes what the runner says ran (:class:`runner.Run`), judges
+each test cell and rewrites the notebook so that nbgrader records the verdict: a failed test cell
+carries an error output, a passed one carries none, and no test cell keeps an ``execute_result``
+(nbgrader would read a number there as partial credit).
 """
 from __future__ import annotations
 
-import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import nbformat
+
 from autograder.kernel import observations, protocol
 
-REFERENCE_FILE = protocol.REFERENCE_FILE
-MAX_OBSERVATIONS = 500
+from .settings import MAX_OBSERVATIONS
+from .status import Status
+
+MEMORY_ERROR = re.compile(r"MemoryError|can't allocate memory|DefaultCPUAllocator|Cannot allocate memory")
+TAINT_NOTE = ("[grader] the outputs of this cell and of every later one are not shown: they were produced after "
+              "the hidden tests had run in this kernel, so they could reveal them. Run the notebook yourself "
+              "to see them.\n")
 
 
 @dataclass
@@ -35,28 +47,10 @@ class ReferenceMissing(Exception):
 
 def load_reference(source_dir: Path, assignment: str) -> dict[str, list[dict]]:
     """grade id -> reference observations, from ``<source>/<assignment>/reference_observations.json``."""
-    path = Path(source_dir) / assignment / REFERENCE_FILE
-    if not path.is_file():
-        raise ReferenceMissing(f"{path} is missing: run `make release` (it records the reference observations)")
-    data = json.loads(path.read_text())
-    if data.get("format") != protocol.REFERENCE_FORMAT or not isinstance(data.get("cells"), dict):
-        raise ReferenceMissing(f"{path} is not a reference observations file of format {protocol.REFERENCE_FORMAT}")
-    return data["cells"]
-
-
-def observed(cell) -> list:
-    """The observation payloads published in ``cell``'s outputs (raw, untrusted)."""
-    found = []
-    for out in cell.get("outputs", []):
-        if out.get("output_type") == "display_data" and observations.MIME in out.get("data", {}):
-            found.append(out["data"][observations.MIME])
-    return found
-
-
-def strip_observations(cell) -> None:
-    cell["outputs"] = [out for out in cell.get("outputs", [])
-                       if not (out.get("output_type") == "display_data"
-                               and observations.MIME in out.get("data", {}))]
+    try:
+        return protocol.Reference.read(Path(source_dir) / assignment / protocol.REFERENCE_FILE).cells
+    except protocol.ReferenceUnreadable as exc:
+        raise ReferenceMissing(str(exc)) from None
 
 
 def judge_cell(reference: list[dict], payloads: list, finished: bool) -> Verdict:
@@ -84,3 +78,75 @@ def judge_cell(reference: list[dict], payloads: list, finished: bool) -> Verdict
     if len(payloads) > total:
         return Verdict(False, f"the test cell published {len(payloads)} observations; the test makes {total}")
     return Verdict(True)
+
+
+# ---------------------------------------------------------------- the verdict, as nbgrader reads it
+
+def settle(run, reference: dict[str, list[dict]]) -> None:
+    """Judge each test cell of ``run`` (a :class:`runner.Run`) and make its notebook say the verdict the way
+    nbgrader reads it.
+
+    Feedback keeps the kernel's outputs only up to the first hidden part that ran: anything the
+    kernel produced from then on (a later cell printing ``In``, the history, frames or objects
+    left over) could carry hidden code or hidden inputs. From there on, a test cell shows only
+    the grader's own verdict, and other cells show nothing."""
+    nb = run.nb
+    text = "".join(o.get("evalue", "") + o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
+    if run.status == Status.GRADED and MEMORY_ERROR.search(text):
+        run.status, run.reason = Status.MEMORY_LIMIT, "an allocation failed at the memory cap"
+    tainted_after = min(run.hidden_runs) if run.hidden_runs else None
+    noted = False
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code" or index in run.test_cells:
+            continue
+        cell["outputs"] = protocol.without_observations(cell.get("outputs", []))
+        if tainted_after is not None and index > tainted_after:
+            cell.outputs = [] if noted else [nbformat.v4.new_output("stream", name="stdout", text=TAINT_NOTE)]
+            noted = True
+    for index in sorted(run.test_cells):
+        _settle_test_cell(run, index, reference, tainted=tainted_after is not None and index > tainted_after)
+
+
+def _settle_test_cell(run, index: int, reference: dict[str, list[dict]], tainted: bool) -> None:
+    cell = run.nb.cells[index]
+    grade_id = protocol.nbgrader_meta(cell).get("grade_id")
+    hidden_outputs, hidden_status = run.hidden_runs.get(index, ([], None))
+    payloads = protocol.observations_in(hidden_outputs) + protocol.observations_in(cell.get("outputs", []))
+    cell.source = protocol.strip_hidden(cell.source)
+    cell["outputs"] = protocol.without_observations(cell.get("outputs", []))
+    visible_error = next((o for o in cell.get("outputs", []) if o.get("output_type") == "error"), None)
+    if tainted:
+        # the visible part ran after hidden code: its text, even an error's name, is not to be trusted
+        cell.outputs = []
+        if visible_error is not None:
+            cell.outputs.append(error_output("VisibleCheckFailed", "the visible checks of this cell failed "
+                                             "(the message is not shown here: run the cell yourself)"))
+    else:
+        cell.outputs = [_as_stdout(o) for o in cell.get("outputs", []) if o.output_type != "execute_result"]
+        for out in cell.outputs:
+            if out.output_type == "error":   # no frames: they would show hidden test code
+                out.traceback = [f"{out.ename}: {out.evalue}"]
+    if index not in run.replies:
+        cell.outputs.append(error_output("NotRun", f"not run: {run.reason or run.status}"))
+        return
+    hidden_error = any(o.get("output_type") == "error" for o in hidden_outputs)
+    finished = run.replies.get(index) == "ok" and visible_error is None and not hidden_error and (
+        index not in run.hidden_runs or hidden_status == "ok")
+    verdict = judge_cell(reference.get(grade_id, []), payloads, finished)
+    if not verdict.passed and visible_error is None:
+        cell.outputs.append(error_output("HiddenTestFailed", verdict.reason))
+    elif verdict.passed and tainted:
+        cell.outputs.append(nbformat.v4.new_output("stream", name="stdout",
+                                                   text="[grader] every check of this test passed\n"))
+
+
+def error_output(ename: str, evalue: str):
+    return nbformat.v4.new_output("error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"])
+
+
+def _as_stdout(out):
+    """A graded cell's stderr stream as stdout: nbgrader scores a graded cell with stderr output 0, and a
+    student's warning or debug print must not cost the test's points."""
+    if out.get("output_type") == "stream" and out.get("name") == "stderr":
+        out = nbformat.from_dict(dict(out, name="stdout"))
+    return out

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import platform
 import shutil
 import sys
@@ -29,14 +30,13 @@ from pathlib import Path
 
 import nbformat
 
-from autograder import course
-from autograder.kernel import observations, protocol
+from autograder.kernel import observations, paths, protocol
 
 from . import judge, runner, sandbox
+from .settings import Limits
 from .status import Status
 
 CACHE_DIR = "reference-cache"
-ENTRY_KEYS = ("label", "value", "atol", "rtol", "hint")
 
 
 @dataclass
@@ -83,9 +83,9 @@ def _cpu_identity() -> dict[str, str]:
 
 def cache_key(solution_files: list[Path], threads: int) -> str:
     """A digest of everything that decides the reference's numbers on this host."""
-    package = course.REPO_ROOT / "autograder"
+    package = paths.PACKAGE_ROOT / "autograder"
     kernel_files = [package / "__init__.py", *sorted((package / "kernel").rglob("*.py"))]
-    data_files = [p for p in Path(course.data_dir()).rglob("*") if p.is_file()]
+    data_files = [p for p in Path(paths.data_dir()).rglob("*") if p.is_file()]
     parts = {
         "solution": _digest_files(solution_files),
         "kernel": _digest_files(kernel_files),
@@ -100,36 +100,35 @@ def cache_key(solution_files: list[Path], threads: int) -> str:
 
 
 def _entries(payloads: list) -> list[dict]:
-    entries = []
-    for payload in payloads:
-        if not isinstance(payload, dict) or "value" not in payload:
-            raise ValueError("the solution published a malformed observation")
-        observations.to_json({"value": payload["value"]})
-        entries.append({key: payload.get(key) for key in ENTRY_KEYS})
+    try:
+        entries = protocol.Reference.entries(payloads)
+    except ValueError:
+        raise ValueError("the solution published a malformed observation") from None
+    for entry in entries:
+        observations.to_json({"value": entry["value"]})   # its size cap, and plain JSON only
     return entries
 
 
-def run_solution(notebooks: list[Path], limits: runner.Limits, scratch_root: Path) -> dict[str, list[dict]]:
+def run_solution(notebooks: list[Path], limits: Limits, scratch_root: Path) -> dict[str, list[dict]]:
     """Execute the solution notebooks in the sandbox, as a student's; grade id -> its observations."""
     cells: dict[str, list[dict]] = {}
     for path in notebooks:
         nb = nbformat.read(path, as_version=4)
         scratch = Path(tempfile.mkdtemp(prefix="reference-", dir=scratch_root))
         try:
-            outcome = runner.record(nb, limits, scratch)
+            run = runner.execute(nb, limits, scratch)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
-        if outcome.status != Status.GRADED:
-            raise RuntimeError(f"{path.name}: the solution ended '{outcome.status}' in the sandbox: {outcome.reason}")
-        for cell in outcome.nb.cells:
-            meta = cell.get("metadata", {}).get("nbgrader", {})
-            if cell.cell_type != "code" or not meta.get("grade"):
-                continue
-            errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+        if run.status != Status.GRADED:
+            raise RuntimeError(f"{path.name}: the solution ended '{run.status}' in the sandbox: {run.reason}")
+        for index in sorted(run.test_cells):
+            grade_id = protocol.nbgrader_meta(run.nb.cells[index])["grade_id"]
+            outputs = run.test_outputs(index)   # the visible part's, then the hidden part's
+            errors = [o for o in outputs if o.get("output_type") == "error"]
             if errors:
-                raise RuntimeError(f"{path.name}: the solution's test cell '{meta['grade_id']}' raised "
+                raise RuntimeError(f"{path.name}: the solution's test cell '{grade_id}' raised "
                                    f"{errors[0].get('ename')}: {errors[0].get('evalue', '')}"[:300])
-            cells[meta["grade_id"]] = _entries(judge.observed(cell))
+            cells[grade_id] = _entries(protocol.observations_in(outputs))
     return cells
 
 
@@ -162,7 +161,7 @@ def load_stored(source_dir: Path, assignment: str) -> dict[str, list[dict]] | No
         return None
 
 
-def host_reference(source_dir: Path, assignment: str, notebooks: list[str], limits: runner.Limits,
+def host_reference(source_dir: Path, assignment: str, notebooks: list[str], limits: Limits,
                    scratch_root: Path, cache_root: Path) -> HostReference:
     """The reference one assignment is judged with on this host (cached), compared with the stored one.
 
@@ -179,19 +178,18 @@ def host_reference(source_dir: Path, assignment: str, notebooks: list[str], limi
         cached_file = Path(cache_root) / CACHE_DIR / f"{assignment}-{key}.json"
         cached = cached_file.is_file()
         if cached:
-            cells = json.loads(cached_file.read_text())["cells"]
+            cells = protocol.Reference.read(cached_file).cells
         else:
             cells = run_solution(files, limits, Path(scratch_root))
             cached_file.parent.mkdir(parents=True, exist_ok=True)
-            temporary = cached_file.with_suffix(".tmp")
-            temporary.write_text(json.dumps({"format": protocol.REFERENCE_FORMAT, "assignment": assignment, "key": key,
-                                             "cells": cells}, sort_keys=True))
-            temporary.replace(cached_file)
+            # a temporary name of its own: shards on other nodes may write the same entry at the same time
+            protocol.Reference(assignment, cells).write(cached_file, key=key,
+                                                        writer=f"{platform.node()}-{os.getpid()}")
     except Exception as exc:  # the course or the host is at fault; the stored record still grades
         problem = f"the solution could not be run on this host ({type(exc).__name__}: {exc})"[:400]
         return HostReference(assignment, stored or {}, "stored", problem=problem)
     found = differences(stored, cells) if stored is not None else []
     result = HostReference(assignment, cells, "host", cached=cached, key=key, differences=found)
     if stored is None:
-        result.problem = f"{folder / judge.REFERENCE_FILE} is missing: run `make release` to record it"
+        result.problem = f"{folder / protocol.REFERENCE_FILE} is missing: run `make release` to record it"
     return result

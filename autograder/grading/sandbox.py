@@ -27,7 +27,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from autograder import course
+from autograder.kernel import paths
+
+from .settings import PRLIMIT_FSIZE_MB, PRLIMIT_NOFILE, RUNTIME_MB
 
 NOBODY = 65534
 
@@ -48,9 +50,9 @@ def _readonly_roots() -> list[str]:
     roots = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc/alternatives", "/etc/ssl",
              "/etc/ld.so.cache", "/etc/localtime", "/etc/passwd", "/etc/group", "/etc/nsswitch.conf",
              "/etc/fonts"]
-    package = course.REPO_ROOT / "autograder"
+    package = paths.PACKAGE_ROOT / "autograder"
     roots += [sys.base_prefix, sys.prefix, str(package / "__init__.py"), str(package / "kernel"),
-              str(course.data_dir())]
+              str(paths.data_dir())]
     # the venv's interpreter may be a symlink chain into another prefix
     roots.append(str(Path(os.path.realpath(sys.executable)).parent.parent))
     seen, unique = set(), []
@@ -86,10 +88,10 @@ def _process_cap(extra: int) -> int:
 
 
 def command_prefix(work_dir: Path, runtime_dir: Path, limits, cgroup: bool = False) -> list[str]:
-    """The command that wraps the kernel's own command line (``limits``: a runner.Limits). With ``cgroup``
+    """The command that wraps the kernel's own command line (``limits``: a settings.Limits). With ``cgroup``
     the kernel has groups of its own (cgroups.py): its process limit is ``pids.max`` there, not a per-uid cap."""
-    prefix = ["prlimit", f"--data={limits.memory_mb * 1024 * 1024}", f"--fsize={512 * 1024 * 1024}",
-              "--core=0", "--nofile=1024"]
+    prefix = ["prlimit", f"--data={limits.memory_mb * 1024 * 1024}", f"--fsize={PRLIMIT_FSIZE_MB * 1024 * 1024}",
+              "--core=0", f"--nofile={PRLIMIT_NOFILE}"]
     if limits.sandbox and running_as_root() and not cgroup:
         prefix.append(f"--nproc={_process_cap(limits.processes)}")
     prefix.append("--")
@@ -113,9 +115,8 @@ def command_prefix(work_dir: Path, runtime_dir: Path, limits, cgroup: bool = Fal
         made.add(target)
     for root in roots:
         args += ["--ro-bind", root, root]
-    mpl_cache = os.environ.get("PTE_MPL_CACHE", "")
-    if mpl_cache and os.path.isdir(mpl_cache):
-        args += ["--ro-bind", mpl_cache, MPL_CACHE_IN_SANDBOX]
+    if limits.mpl_cache and os.path.isdir(limits.mpl_cache):
+        args += ["--ro-bind", limits.mpl_cache, MPL_CACHE_IN_SANDBOX]
     uid = ["--uid", str(NOBODY), "--gid", str(NOBODY)] if not running_as_root() else []
     args += [*uid, "--perms", "1777", "--size", disk, "--tmpfs", str(work_dir),
              "--bind", str(runtime_dir), str(runtime_dir), "--chdir", str(work_dir),
@@ -143,10 +144,6 @@ def prepare_dirs(base: Path) -> tuple[Path, Path]:
             os.chown(folder, NOBODY, NOBODY)
         folder.chmod(0o700)
     return work, runtime
-
-
-# The runtime folder holds the connection file and the kernel's sockets: a few kB
-RUNTIME_MB = 16
 
 
 def cap_runtime(runtime: Path) -> str:
@@ -205,7 +202,7 @@ def kernel_env(work_dir: Path, threads: int) -> dict[str, str]:
         "PYTHONDONTWRITEBYTECODE": "1",
         "OMP_NUM_THREADS": str(threads),
         "MKL_NUM_THREADS": str(threads),
-        "PTE_DATA_DIR": str(course.data_dir()),
+        "PTE_DATA_DIR": str(paths.data_dir()),
         "NBGRADER_EXECUTION": "autograde",
         # hidden checks only record what the student's code produced; the grader judges
         "PTE_OBSERVE": "record",

@@ -24,3 +24,11 @@ class Status(StrEnum):
     def scored_by_nbgrader(self) -> bool:
         """Did the notebook reach nbgrader (a submission that was never read has nothing to record)?"""
         return self not in (Status.CORRUPT, Status.MISSING, Status.REFUSED)
+
+
+class SubmissionError(Exception):
+    """The submission cannot be graded; ``status`` says why (``corrupt``, ``missing`` or ``refused``)."""
+
+    def __init__(self, status: str, reason: str):
+        super().__init__(reason)
+        self.status, self.reason = Status(status), reason

@@ -17,7 +17,6 @@ produced on seeded inputs. Where they compare depends on where they run:
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -65,9 +64,8 @@ class CheckFailed(AssertionError):
     """
 
     def _render_traceback_(self) -> list[str]:
-        import traceback
-
         import linecache
+        import traceback
 
         lines = ["CheckFailed: " + str(self)]
         frames = [f for f in traceback.extract_tb(self.__traceback__)
@@ -374,9 +372,6 @@ def expect_raises(fn: Callable, exc_type: type[BaseException] | tuple, message: 
 
 # ---------------------------------------------------------------- hidden checks
 
-REFERENCE_FILE = protocol.REFERENCE_FILE
-
-
 def _find_reference(lesson: str) -> Path | None:
     """The lesson's reference observations on the instructor's side, or ``None``.
 
@@ -388,8 +383,8 @@ def _find_reference(lesson: str) -> Path | None:
     here = Path.cwd().resolve()
     roots += [here, *here.parents]
     for root in roots:
-        for candidate in (root / REFERENCE_FILE if root.name == lesson else None,
-                          root / "solutions" / lesson / REFERENCE_FILE):
+        for candidate in (root / protocol.REFERENCE_FILE if root.name == lesson else None,
+                          root / "solutions" / lesson / protocol.REFERENCE_FILE):
             if candidate is not None and candidate.is_file():
                 return candidate
     return None
@@ -412,9 +407,9 @@ class HiddenTests:
             if path is None:
                 raise CheckFailed(
                     f"{test}: the hidden tests compare with reference observations that only the instructor's "
-                    f"copy of the course holds (solutions/{lesson}/{REFERENCE_FILE}); run `make release` to "
+                    f"copy of the course holds (solutions/{lesson}/{protocol.REFERENCE_FILE}); run `make release` to "
                     "create them.")
-            cells = json.loads(path.read_text())["cells"]
+            cells = protocol.Reference.read(path).cells
             if test not in cells:
                 raise CheckFailed(f"{test}: no reference observations in {path}: run `make release` again.")
             self.reference = cells[test]

@@ -63,7 +63,7 @@ def _test_cells(path: Path) -> list[dict]:
         nb = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return []
-    return [cell for cell in nb.get("cells", []) if selfcheck.is_test_cell(cell)]
+    return [cell for cell in nb.get("cells", []) if protocol.is_test_cell(cell)]
 
 
 def _user_namespace() -> dict:
@@ -155,8 +155,8 @@ def run_visible_checks(lesson: str, namespace: dict | None = None,
     base = namespace if namespace is not None else _user_namespace()
     results = []
     for cell in _test_cells(path):
-        meta = selfcheck.nbgrader_meta(cell)
-        grade_id = str(meta["grade_id"])
+        meta = protocol.nbgrader_meta(cell)
+        grade_id = str(meta.get("grade_id", ""))
         code = selfcheck.visible_part(_source(cell))
         started = time.monotonic()
         message = None
@@ -229,9 +229,8 @@ def _in_widget_kernel() -> bool:
     if os.environ.get("PTE_PROGRESS", "1") == "0":
         return False
     try:
-        from IPython import get_ipython
-
         import ipywidgets  # noqa: F401
+        from IPython import get_ipython
     except ImportError:
         return False
     shell = get_ipython()

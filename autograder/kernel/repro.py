@@ -60,7 +60,7 @@ def plot_seed_spread(results: Mapping[str, Mapping[int, float]], ax=None, *, tit
     if ax is None:
         _, ax = plt.subplots(figsize=(2.2 + 2.0 * len(results), 4))
     positions = range(len(results))
-    for x, (label, by_seed) in zip(positions, results.items()):
+    for x, by_seed in zip(positions, results.values()):
         seeds: Sequence[int] = list(by_seed)
         values = [float(by_seed[s]) for s in seeds]
         lo, hi, mean = min(values), max(values), sum(values) / len(values)

@@ -26,31 +26,51 @@ import concurrent.futures
 import json
 import multiprocessing
 import os
-import re
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from autograder.kernel import protocol
+from autograder.kernel.paths import PACKAGE_ROOT
 
-# where the hidden part of a test cell starts in an instructor's source notebook
-HIDDEN_START = re.compile(r"^[ \t]*###[ \t]*BEGIN[ \t]+HIDDEN[ \t]+TESTS", re.M)
-CELL_TIMEOUT_S = 120          # the grader's per-cell limit (nbgrader_config.py of the course)
-ID = re.compile(r"^\d\d_[a-z0-9_]+$")
+# the per-cell cap where no course config is found (a student edition ships none); nbgrader_config.py's
+# c.Execute.timeout, the grader's own cap, wins where there is one
+DEFAULT_CELL_TIMEOUT_S = 120
 
 NOTE = ("Only the visible checks ran. Hidden tests run when your work is graded: passing every visible "
         "check is needed for full points but does not guarantee them.")
 
 
-nbgrader_meta = protocol.nbgrader_meta
-is_test_cell = protocol.is_test_cell
-
-
 def visible_part(source: str) -> str:
     """A test cell's source up to its hidden tests (all of it in a student's notebook)."""
-    match = HIDDEN_START.search(source)
-    return (source[: match.start()] if match else source).rstrip() + "\n"
+    return protocol.split_hidden(source)[0].rstrip() + "\n"
+
+
+def course_cell_timeout(start: Path | None = None) -> int:
+    """The course's cap per cell: ``c.Execute.timeout`` of the nearest ``nbgrader_config.py`` at or above
+    ``start`` (the working folder), else the repository's, else :data:`DEFAULT_CELL_TIMEOUT_S`."""
+    here = Path(start or Path.cwd()).resolve()
+    for folder in (here, *here.parents, PACKAGE_ROOT):
+        config_file = folder / "nbgrader_config.py"
+        if config_file.is_file():
+            break
+    else:
+        return DEFAULT_CELL_TIMEOUT_S
+    try:
+        from traitlets.config.loader import PyFileConfigLoader
+    except ImportError:
+        return DEFAULT_CELL_TIMEOUT_S
+    saved = dict(os.environ)   # the config may set variables for nbgrader's kernels; ours choose their own
+    try:
+        config = PyFileConfigLoader(config_file.name, path=str(config_file.parent)).load_config()
+        timeout = config.get("Execute", {}).get("timeout")
+    except Exception:  # a config that does not load here: the checks still run, under the default cap
+        timeout = None
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    return int(timeout) if isinstance(timeout, (int, float)) and timeout > 0 else DEFAULT_CELL_TIMEOUT_S
 
 
 def find_notebooks(targets: list[str]) -> list[Path]:
@@ -61,14 +81,14 @@ def find_notebooks(targets: list[str]) -> list[Path]:
         if path.is_file():
             found.append(path)
         elif path.is_dir():
-            lesson_nbs = sorted(p / f"{p.name}.ipynb" for p in path.iterdir()
-                                if p.is_dir() and ID.match(p.name) and (p / f"{p.name}.ipynb").is_file())
+            lesson_nbs = sorted(p / f"{p.name}.ipynb" for p in path.iterdir() if p.is_dir()
+                                and protocol.LESSON_ID.match(p.name) and (p / f"{p.name}.ipynb").is_file())
             if not lesson_nbs and (path / f"{path.name}.ipynb").is_file():
                 lesson_nbs = [path / f"{path.name}.ipynb"]
             if not lesson_nbs:
                 raise FileNotFoundError(f"{target}: no lesson notebooks (<id>/<id>.ipynb) in this folder")
             found.extend(lesson_nbs)
-        elif ID.match(target) and (Path("notebooks") / target / f"{target}.ipynb").is_file():
+        elif protocol.LESSON_ID.match(target) and (Path("notebooks") / target / f"{target}.ipynb").is_file():
             found.append(Path("notebooks") / target / f"{target}.ipynb")
         else:
             raise FileNotFoundError(f"{target}: no such notebook, folder or lesson")
@@ -103,13 +123,14 @@ def _kernel_env(jobs: int) -> dict:
     return env
 
 
-def check_notebook(path: str, timeout: int = CELL_TIMEOUT_S, jobs: int = 1) -> dict:
+def check_notebook(path: str, timeout: int | None = None, jobs: int = 1) -> dict:
     """Run one notebook in a fresh kernel; the result of each test cell and the other cells' errors."""
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import DeadKernelError
 
     nb_path = Path(path)
+    timeout = timeout or course_cell_timeout()
     started = time.monotonic()
     report = {"notebook": str(nb_path), "lesson": nb_path.stem, "status": "ran", "problem": None,
               "checks": [], "other_errors": [], "seconds": None}
@@ -120,7 +141,7 @@ def check_notebook(path: str, timeout: int = CELL_TIMEOUT_S, jobs: int = 1) -> d
         return report
     for cell in nb.cells:
         cell.setdefault("metadata", {}).pop("execution", None)
-        if is_test_cell(cell):
+        if protocol.is_test_cell(cell):
             cell.source = visible_part(cell.source)
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
                             interrupt_on_timeout=True, record_timing=False,
@@ -136,11 +157,12 @@ def check_notebook(path: str, timeout: int = CELL_TIMEOUT_S, jobs: int = 1) -> d
         if cell.cell_type != "code":
             continue
         error = _first_error(cell)
-        if is_test_cell(cell):
-            meta = nbgrader_meta(cell)
+        if protocol.is_test_cell(cell):
+            meta = protocol.nbgrader_meta(cell)
+            grade_id = str(meta.get("grade_id", ""))
             ran = cell.get("execution_count") is not None
             report["checks"].append({
-                "exercise": protocol.exercise_of(meta["grade_id"]), "grade_id": meta["grade_id"],
+                "exercise": protocol.exercise_of(grade_id), "grade_id": grade_id,
                 "points": meta.get("points", 0), "cell": index,
                 "passed": ran and error is None,
                 "message": _message(error) if error else (None if ran else "did not run"),
@@ -148,14 +170,15 @@ def check_notebook(path: str, timeout: int = CELL_TIMEOUT_S, jobs: int = 1) -> d
         elif error and protocol.RAISES_EXCEPTION not in protocol.tags(cell):
             first_line = next((line for line in cell.source.splitlines() if line.strip()), "")
             report["other_errors"].append({"cell": index, "id": cell.get("id"),
-                                           "grade_id": nbgrader_meta(cell).get("grade_id"),
+                                           "grade_id": protocol.nbgrader_meta(cell).get("grade_id"),
                                            "first_line": first_line, "message": _message(error)})
     report["seconds"] = round(time.monotonic() - started, 1)
     return report
 
 
-def run(paths: list[Path], jobs: int, timeout: int = CELL_TIMEOUT_S) -> list[dict]:
+def run(paths: list[Path], jobs: int, timeout: int | None = None) -> list[dict]:
     """Reports for ``paths`` in their order, ``jobs`` notebooks at a time (each in its own process)."""
+    timeout = timeout or course_cell_timeout()
     if jobs <= 1 or len(paths) <= 1:
         return [check_notebook(str(p), timeout, 1) for p in paths]
     context = multiprocessing.get_context("spawn")
@@ -219,7 +242,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="notebooks, folders or lesson ids (default: notebooks)")
     parser.add_argument("--jobs", type=int, default=None,
                         help="notebooks run side by side (default: half the cores, at most 4)")
-    parser.add_argument("--timeout", type=int, default=CELL_TIMEOUT_S, help="seconds per cell (default: %(default)s)")
+    parser.add_argument("--timeout", type=int, default=None,
+                        help="seconds per cell (default: the course's c.Execute.timeout, else "
+                             f"{DEFAULT_CELL_TIMEOUT_S})")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     args = parser.parse_args(argv)
     try:

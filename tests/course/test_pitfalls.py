@@ -14,6 +14,12 @@ runs the test cell of its exercise in two parts:
 - the hidden part, recording, as under ``python -m autograder grade``: the grader's own
   judge must reject its observations.
 
+``RULES`` holds, for each exercise, one wrong answer per rule of its spec: the spec's markdown cell
+lists its rules under a lead-in line "The rules ...:", one bullet a rule, each bullet opening with a
+bold key (``- **own storage**: ...``), and ``RULES[exercise][key]`` breaks that rule alone. Every
+bullet has a row, every row names a bullet, and each row's wrong answer loses the exercise's points
+(its hidden part is rejected, as for ``PLAUSIBLE``).
+
 ``HIDDEN_ONLY`` answers must pass the visible part and fail only the hidden one. ``PLAUSIBLE``
 answers are the mistakes students make that the spec's pitfall list does not name; they must
 fail the hidden part (the visible one may catch them too). ``RIGHT_ANSWERS`` are correct answers
@@ -345,3 +351,87 @@ def test_every_exercise_has_plausible_wrong_answers_and_a_right_one(lesson):
     for exercise in kit.exercises(nb):
         assert len(plausible.get(exercise, {})) >= 3, f"{lesson} {exercise}: fewer than 3 PLAUSIBLE wrong answers"
         assert right.get(exercise), f"{lesson} {exercise}: no entry in RIGHT_ANSWERS"
+
+
+# Lessons whose pitfall module has no RULES table yet (issue 25): 02 and 08 still wait for their rules lists and
+# tables. The set shrinks as each lesson gains its table, down to empty.
+LESSONS_WITHOUT_RULES: set[str] = {"02_modules", "08_mixed_precision"}
+RULES_LEAD = re.compile(r"\bThe rules\b[^:]*:\s*$")
+RULE_KEY = re.compile(r"^- \*\*(.+?)\*\*")
+
+
+def spec_cell(nb, exercise: str) -> str | None:
+    """The markdown cell that opens an exercise: its '### Exercise' heading names the exercise."""
+    for cell in nb.cells:
+        if cell.cell_type == "markdown" and cell.source.startswith("### Exercise") and (
+                f"`{exercise}`" in cell.source.splitlines()[0]):
+            return cell.source
+    return None
+
+
+def rule_bullets(spec: str) -> list[str] | None:
+    """The bullets (continuation lines joined) of the list that follows the spec's "The rules ...:" line, or
+    ``None`` when the spec has no rules list. The list ends at the first line that is neither a bullet nor
+    indented under one."""
+    lines = spec.splitlines()
+    start = next((i for i, line in enumerate(lines) if RULES_LEAD.search(line)), None)
+    if start is None:
+        return None
+    bullets: list[str] = []
+    for line in lines[start + 1:]:
+        if line.startswith("- "):
+            bullets.append(line)
+        elif bullets and line.startswith("  ") and line.strip():
+            bullets[-1] += " " + line.strip()
+        elif bullets or line.strip():
+            break
+    return bullets
+
+
+def lessons_with_rules() -> list[str]:
+    return [lesson for lesson in LESSONS if getattr(kit.load_pitfall_module(lesson), "RULES", None) is not None]
+
+
+def test_the_lessons_without_a_rules_table_are_known():
+    """Every lesson gets a RULES table; the set of those still without one is exactly the known set."""
+    lacking = {lesson for lesson in course.lessons(narrowed=False)
+               if getattr(kit.load_pitfall_module(lesson), "RULES", None) is None}
+    assert lacking == LESSONS_WITHOUT_RULES, (
+        f"lessons without RULES: {sorted(lacking)}; expected {sorted(LESSONS_WITHOUT_RULES)} (update the set when a "
+        "lesson gains its table)")
+
+
+@pytest.mark.parametrize("lesson", lessons_with_rules())
+def test_every_rule_of_every_spec_has_a_row(lesson):
+    """In a lesson with a RULES table, every exercise's spec lists its rules, every bullet opens with a bold key
+    that has a row in RULES, and every row names a bullet of its exercise's spec."""
+    rules = kit.load_pitfall_module(lesson).RULES
+    nb = nbformat.read(course.solution_path(lesson), as_version=4)
+    names = set(kit.exercises(nb))
+    assert set(rules) <= names, f"RULES names unknown exercises: {sorted(set(rules) - names)}"
+    for exercise in names:
+        spec = spec_cell(nb, exercise)
+        assert spec is not None, f"{lesson} {exercise}: no '### Exercise' cell names it"
+        bullets = rule_bullets(spec)
+        assert bullets, f"{lesson} {exercise}: the spec has no rules list (a line 'The rules:' and one bullet a rule)"
+        keys = [RULE_KEY.match(bullet) for bullet in bullets]
+        unkeyed = [bullet for bullet, key in zip(bullets, keys) if key is None]
+        assert not unkeyed, f"{lesson} {exercise}: rule bullets without a bold key: {unkeyed}"
+        keys = [key.group(1) for key in keys]
+        assert len(set(keys)) == len(keys), f"{lesson} {exercise}: two rule bullets share a key: {keys}"
+        rows = rules.get(exercise, {})
+        assert not set(keys) - set(rows), (
+            f"{lesson} {exercise}: rules without a wrong answer in RULES: {sorted(set(keys) - set(rows))}")
+        assert not set(rows) - set(keys), (
+            f"{lesson} {exercise}: RULES rows that name no rule bullet of the spec: {sorted(set(rows) - set(keys))}")
+
+
+@pytest.mark.parametrize("lesson,exercise,rule", cases("RULES"))
+def test_rule_breaker_loses_its_points(lesson, exercise, rule):
+    """A wrong answer that breaks one rule of the spec, and only that one, is rejected by the hidden checks: every
+    rule a spec states is checked (on values, like every other wrong answer)."""
+    answer = kit.load_pitfall_module(lesson).RULES[exercise][rule].strip("\n")
+    outcome = session(lesson).try_answer(exercise, answer)
+    assert outcome["defined"].status == "ok", f"the answer breaking '{rule}' does not run: {outcome['defined'].evalue}"
+    assert not outcome["hidden"].passed, f"breaking the rule '{rule}' of {exercise} passes its hidden checks"
+    check_rejected_on_values(lesson, exercise, rule, outcome)

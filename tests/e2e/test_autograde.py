@@ -34,10 +34,11 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from test_cross_cpu import EMULATED_CPU
+
+from autograder import course
 
 import coursekit as kit
-from autograder import course
-from test_cross_cpu import EMULATED_CPU
 
 LESSONS = course.lessons()
 

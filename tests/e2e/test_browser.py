@@ -56,8 +56,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-import coursekit as kit
 from autograder import course
+from autograder.kernel import protocol
+
+import coursekit as kit
 from browser_figures import STARTUP
 
 LESSONS = course.lessons()
@@ -210,17 +212,11 @@ def course_copy(tmp_path_factory) -> Path:
             shutil.copy(release, root / "notebooks" / lesson)
     if LESSONS and (kit.REPO / "notebooks" / LESSONS[0] / f"{LESSONS[0]}.ipynb").is_file():
         nb = nbformat.read(kit.REPO / "notebooks" / LESSONS[0] / f"{LESSONS[0]}.ipynb", as_version=4)
-        for cell in filter(_is_test, nb.cells):
-            cell.metadata["tags"] = [t for t in cell.metadata.get("tags", []) if t != course.RUN_ON_TAG]
+        for cell in filter(protocol.is_test_cell, nb.cells):
+            cell.metadata["tags"] = [t for t in cell.metadata.get("tags", []) if t != protocol.RAISES_EXCEPTION]
         (root / "notebooks" / "untagged" / LESSONS[0]).mkdir(parents=True)
         nbformat.write(nb, root / "notebooks" / "untagged" / LESSONS[0] / f"{LESSONS[0]}.ipynb")
     return root
-
-
-def _is_test(cell) -> bool:
-    """A graded test cell: nbgrader ``grade`` without ``solution``."""
-    meta = cell.get("metadata", {}).get("nbgrader", {})
-    return cell.cell_type == "code" and bool(meta.get("grade")) and not meta.get("solution")
 
 
 @pytest.fixture(scope="module")
@@ -485,7 +481,7 @@ class Walk:
         return (f"the image ({picture.width}x{picture.height}) is blank: one colour {colours[0][1]} "
                 f"(saved as {saved.name})")
 
-    def check_outputs(self) -> tuple[list[int], list[int]]:
+    def check_outputs(self) -> tuple[list[int], list[int]]:  # noqa: C901  (one pass over the cells; to split)
         """Errors, cells that did not run, widgets and figures; returns (widget cells, figure cells)."""
         cells = self.page.locator(NOTEBOOK).locator(".jp-Cell")
         if cells.count() != len(self.nb.cells):
@@ -591,7 +587,7 @@ class Walk:
                 self.change(kind, control)
                 stable = {"sig": None, "count": 0}
 
-                def updated():
+                def updated(before=before, stable=stable):
                     st = self.state()
                     sig = self.signature(root)
                     if sig == before or st is None or st["status"] != "idle":
@@ -691,7 +687,7 @@ class Walk:
         self.check_outputs()
         self.check_figure_audit(path)
         code = [i for i, cell in enumerate(self.nb.cells) if cell.cell_type == "code"]
-        tests = [i for i, cell in enumerate(self.nb.cells) if _is_test(cell)]
+        tests = [i for i, cell in enumerate(self.nb.cells) if protocol.is_test_cell(cell)]
         for index in tests:
             if not any(out.output_type == "error" for out in self.nb.cells[index].get("outputs", [])):
                 ran = self.nb.cells[index].get("execution_count") is not None
@@ -719,9 +715,8 @@ class Walk:
             return
         tests = {}
         for cell in nbformat.read(release, as_version=4).cells:
-            meta = cell.get("metadata", {}).get("nbgrader", {})
-            if meta.get("grade") and str(meta.get("grade_id", "")).startswith("test_"):
-                tests[meta["grade_id"]] = cell.source.strip()
+            if protocol.is_test_cell(cell):
+                tests[protocol.nbgrader_meta(cell)["grade_id"]] = cell.source.strip()
         # Run All first, as a student presses it; Validate then runs its own copy, as for the solution
         self.run_release(f"{self.lesson}/{self.lesson}.ipynb")
         result = self.validate("release")
@@ -782,7 +777,7 @@ def test_run_all_without_the_tag_stops_at_the_first_test(lab, page, timings):
     finally:
         walk.close_all()
     print(f"{lesson} without the tag: {len(walk.problems)} problem(s):\n  - " + "\n  - ".join(walk.problems))
-    first_test = next(i for i, cell in enumerate(walk.nb.cells) if _is_test(cell))
+    first_test = next(i for i, cell in enumerate(walk.nb.cells) if protocol.is_test_cell(cell))
     not_run = [i for i, cell in enumerate(walk.nb.cells) if cell.cell_type == "code" and i > first_test
                and cell.get("execution_count") is None]
     assert not_run, f"{lesson} without the tag: Run All went past the first test cell ({first_test}): " \

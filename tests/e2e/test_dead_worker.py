@@ -24,8 +24,9 @@ import nbformat
 import psutil
 import pytest
 
-import coursekit as kit
 from autograder import course
+
+import coursekit as kit
 from test_grading import FULL, LESSON, ensure_bubblewrap
 
 FLAG = "kill-my-grading-worker"
@@ -125,14 +126,14 @@ def test_the_recording_process_outlives_a_failed_batch_and_is_replaced_when_it_d
     """nbgrader's recording step runs in one process, batch after batch. A batch nbgrader cannot record comes
     back as an error and the process goes on; a process that died is started again; and a batch records and
     returns feedback to its own students only."""
-    from autograder.grading import pipeline
+    from autograder.grading import recording
 
     root, *_ = graded
     staged = root / ".grading" / "staged"
     honest = ("honest-a", "honest-b", "honest-c")
     feedback = {s: root / "feedback" / s / LESSON / f"{LESSON}.html" for s in honest}
     before = {s: path.stat().st_mtime_ns for s, path in feedback.items()}
-    recorder = pipeline.Recorder(root, root / ".grading" / "phase2-test.log")
+    recorder = recording.Recorder(root, root / ".grading" / "phase2-test.log")
     try:
         assert recorder.record("no-such-lesson", staged, ["honest-a", "honest-b"], 300), \
             "a batch nbgrader cannot record must come back as an error"

@@ -8,8 +8,9 @@ from __future__ import annotations
 import getpass
 import subprocess
 
-import coursekit as kit
 from autograder import course
+
+import coursekit as kit
 
 
 def test_exchange_round_trip(tmp_path):

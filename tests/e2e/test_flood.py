@@ -15,8 +15,9 @@ import sys
 import nbformat
 import pytest
 
-import coursekit as kit
 from autograder import course
+
+import coursekit as kit
 from test_grading import ensure_bubblewrap
 
 LESSON = "01_tensors_and_views"

@@ -1,68 +1,34 @@
-"""Several graders, one PostgreSQL gradebook: students split by --shard, graded concurrently.
+"""Several graders, one PostgreSQL gradebook: students split by --shard, graded concurrently, then
+`python -m autograder finish` writes the class's grades.csv from the database and both shards' reports.
 
-The fixture starts Debian's PostgreSQL on loopback in a scratch folder (tools/system-deps.sh
-installs it before `make test`). Two copies of the course
+The fixture starts Debian's PostgreSQL on loopback in a scratch folder (tests/support/pgkit.py;
+tools/system-deps.sh installs it before `make test`). Two copies of the course
 stand for two grading machines that share nothing but the database.
 """
 from __future__ import annotations
 
-import glob
-import os
+import csv
 import shutil
-import socket
 import subprocess
 import sys
-import tempfile
-from pathlib import Path
 
 import nbformat
 import pytest
 
 import coursekit as kit
+import pgkit
 from autograder import course
 
 LESSON = "01_tensors_and_views"
 
 
-def pg_bin() -> Path | None:
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
-    return Path(found[-1]).parent if found else None
-
-
-def ensure_postgres() -> Path:
-    """Debian's PostgreSQL binaries. Tests install nothing: `make test` runs tools/system-deps.sh first."""
-    if pg_bin() is None:
-        pytest.skip("PostgreSQL is not installed: run `bash tools/system-deps.sh` as root (make test does)")
-    return pg_bin()
-
-
 @pytest.fixture(scope="module")
 def postgres_url():
-    bindir = ensure_postgres()
-    base = Path(tempfile.mkdtemp(prefix="pte-pg-"))  # pytest's tmp is private to root; postgres must enter
-    data, sock = base / "data", base / "sock"
-    sock.mkdir()
-    as_user: list[str] = []
-    if os.geteuid() == 0:  # initdb refuses to run as root
-        shutil.chown(base, "postgres")
-        shutil.chown(sock, "postgres")
-        as_user = ["runuser", "-u", "postgres", "--"]
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    subprocess.run(as_user + [str(bindir / "initdb"), "-D", str(data), "--auth=trust", "-U", "postgres"],
-                   check=True, capture_output=True)
-    subprocess.run(as_user + [str(bindir / "pg_ctl"), "-D", str(data), "-l", str(base / "log"), "-w", "-o",
-                              f"-p {port} -k {sock} -c listen_addresses=127.0.0.1", "start"],
-                   check=True, capture_output=True, timeout=120)
     try:
-        subprocess.run([str(bindir / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "gradebook"],
-                       check=True, capture_output=True)
-        yield f"postgresql+psycopg2://postgres@127.0.0.1:{port}/gradebook"
-    finally:
-        subprocess.run(as_user + [str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
-                       capture_output=True)
-        shutil.rmtree(base, ignore_errors=True)
+        with pgkit.postgres_server() as url:
+            yield url
+    except pgkit.Unavailable as exc:
+        pytest.skip(str(exc))
 
 
 def test_two_graders_share_one_postgres_gradebook(tmp_path, postgres_url):
@@ -90,13 +56,24 @@ def test_two_graders_share_one_postgres_gradebook(tmp_path, postgres_url):
         assert grader.returncode == 0, err
 
     graded_by = {}
-    for root in (machine_a, machine_b):
-        for line in (root / "grades.csv").read_text().splitlines()[1:]:
+    for i, root in enumerate((machine_a, machine_b)):
+        assert not (root / "grades.csv").exists(), "a shard writes its own files, never the class's"
+        for line in (root / f"grades.shard-{i}-of-2.csv").read_text().splitlines()[1:]:
             student = line.split(",")[0]
             assert student not in graded_by, f"{student} graded twice"
             graded_by[student] = root
     assert set(graded_by) == set(students)
     assert len({graded_by[s] for s in students}) == 2, "both graders should have had work"
+
+    # the finishing step, on one machine once the other's report is there: the whole class, from the database
+    shutil.copy(machine_b / "grading-report.shard-1-of-2.json", machine_a)
+    done = subprocess.run([sys.executable, "-m", "autograder", "finish", "--course", str(machine_a)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    with open(machine_a / "grades.csv", newline="") as handle:
+        rows = {row["student_id"]: row for row in csv.DictReader(handle)}
+    assert {s: float(row["score"]) for s, row in rows.items()} == {
+        s: (10.0 if int(s[1:]) % 2 == 0 else 0.0) for s in students}
 
     from nbgrader.api import Gradebook
 

@@ -24,8 +24,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-import coursekit as kit
 from autograder import course
+
+import coursekit as kit
 from test_grading import EXERCISES, FULL, LESSON, ZERO, ensure_bubblewrap, feedback_text
 
 CODE_MARKER, VALUE_MARKER, INPUT_MARKER = "HIDDEN-CODE-MARK-3141", "HIDDEN-VALUE-MARK-2718", 77123.25
@@ -220,11 +221,11 @@ def test_a_kernel_stays_in_its_cpuset(graded):
 def test_the_runtime_folder_is_a_small_tmpfs(graded):
     """The runtime folder (connection file, sockets) is the one folder a kernel shares with the grader: as
     root it is a tmpfs of its own, so a kernel that writes 64 MB there stops at its cap, on no host disk."""
-    from autograder.grading import sandbox
+    from autograder.grading import settings
 
     root, _, _ = graded
     nb = nbformat.read(root / "autograded" / "widens-affinity" / LESSON / f"{LESSON}.ipynb", as_version=4)
     cell = next(c for c in nb.cells if c.get("id") == "student-affinity")
     text = "".join(o.get("text", "") for o in cell.outputs)
     written = int(text.split("runtime MB written:")[1].split()[0])
-    assert "runtime write stopped: 28" in text and written < sandbox.RUNTIME_MB, text   # 28: ENOSPC
+    assert "runtime write stopped: 28" in text and written < settings.RUNTIME_MB, text   # 28: ENOSPC

@@ -24,11 +24,12 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from test_lab import free_port, get_json
 
-import coursekit as kit
 from autograder import course, edition
 from autograder.kernel import protocol, selfcheck
-from test_lab import free_port, get_json
+
+import coursekit as kit
 
 LESSONS = course.lessons()
 ALL_LESSONS = course.lessons(narrowed=False)

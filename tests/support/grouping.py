@@ -16,8 +16,8 @@ import pytest
 
 LAYERS = ("unit", "course", "e2e")
 # lower starts earlier; measured with --durations (the battery and round trips dominate)
-PRIORITY = {"battery": 0, "roundtrip": 1, "test_grading_trust": 2, "postgres": 2, "test_cross_cpu": 3,
-            "test_student_edition": 3, "test_browser": 3, "pitfalls": 4, "nbval": 5, "release": 6, "lab": 7}
+PRIORITY = {"battery": 0, "roundtrip": 1, "test_grading_trust": 2, "postgres": 2, "test_slurm": 2, "test_cross_cpu": 3,
+            "test_rounding_jitter": 3, "test_student_edition": 3, "test_browser": 3, "pitfalls": 4, "nbval": 5}
 
 
 def mark_layer(conftest: str, items, marks: tuple[str, ...]) -> None:

@@ -35,7 +35,8 @@ class Kernel:
             try:
                 msg = self.kc.get_iopub_msg(timeout=timeout or self.timeout)
             except queue.Empty:
-                raise TimeoutError(f"the kernel did not finish within {timeout or self.timeout} s:\n{code[:300]}")
+                raise TimeoutError(f"the kernel did not finish within {timeout or self.timeout} s:\n"
+                                   f"{code[:300]}") from None
             if msg["parent_header"].get("msg_id") != msg_id:
                 continue
             kind, content = msg["msg_type"], msg["content"]

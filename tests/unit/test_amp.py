@@ -260,7 +260,7 @@ def test_cuda_float16_step_is_faster_than_float32():
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
         scaler = torch.amp.GradScaler("cuda", enabled=dtype == torch.float16)
 
-        def step():
+        def step(opt=opt, dtype=dtype, model=model, scaler=scaler):
             opt.zero_grad()
             with torch.autocast("cuda", dtype=torch.float16, enabled=dtype == torch.float16):
                 loss = nn.functional.cross_entropy(model(x), y)

@@ -130,6 +130,7 @@ def _pager(monkeypatch, shuffle=False):
 def _ink(png: bytes) -> int:
     """How many dark pixels a PNG holds (a blank page has none)."""
     import io
+
     from PIL import Image
 
     pixels = np.asarray(Image.open(io.BytesIO(png)).convert("L"))

@@ -6,8 +6,20 @@ import os
 import nbformat
 import pytest
 
-from autograder.grading import canonical, pipeline, settings
+from autograder.grading import (
+    canonical,
+    engine,
+    pipeline,
+    planning,
+    recording,
+    reporting,
+    sandbox,
+    settings,
+    shards,
+    worker,
+)
 from autograder.grading.settings import Settings
+from autograder.kernel import protocol
 
 
 def _nb(*cells):
@@ -69,7 +81,7 @@ def test_tampering_with_test_cells_is_found():
     built = canonical.build(RELEASE, edited, SOURCES)
     assert "secret()" in built.nb.cells[1].source and any("edited" in f for f in built.findings)
     deleted = canonical.build(RELEASE, _nb(("code", "def f(x):\n    return 2 * x", ANSWER)), SOURCES)
-    assert deleted.deleted_tests == {"test_f"}
+    assert any("'test_f' was deleted" in f for f in deleted.findings)
     renamed = canonical.build(RELEASE, _nb(("code", "pass", dict(TEST, grade_id="test_g"))), SOURCES)
     assert any("unknown grade id" in f for f in renamed.findings)
     assert "nbgrader" not in renamed.nb.cells[0].metadata
@@ -101,28 +113,28 @@ def test_refusing_to_grade_without_bubblewrap(monkeypatch, tmp_path):
 
     monkeypatch.setattr(sandbox, "sandbox_available", lambda: False)
     (tmp_path / "nbgrader_config.py").write_text("c = get_config()\n")
-    monkeypatch.setattr(pipeline, "course_layout", lambda coursedir: {})
-    monkeypatch.setattr(pipeline, "discover", lambda *a: [])
+    monkeypatch.setattr(planning, "course_layout", lambda coursedir: {})
+    monkeypatch.setattr(planning, "discover", lambda *a: [])
     with pytest.raises(pipeline.UsageError, match="--sandbox none"):
         pipeline.grade(tmp_path)
 
 
 def test_cpu_sets_share_the_cores(monkeypatch):
-    monkeypatch.setattr(pipeline.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
-    assert pipeline.cpu_sets(2) == ["0,1", "2,3"]
-    assert pipeline.cpu_sets(4) == ["0", "1", "2", "3"]
-    assert pipeline.cpu_sets(6) == ["0", "1", "2", "3", "0", "1"]
+    monkeypatch.setattr(engine.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    assert engine.cpu_sets(2) == ["0,1", "2,3"]
+    assert engine.cpu_sets(4) == ["0", "1", "2", "3"]
+    assert engine.cpu_sets(6) == ["0", "1", "2", "3", "0", "1"]
 
 
 def test_strip_hidden_tests():
     source = '"""doc"""\ncheck(1)\n### BEGIN HIDDEN TESTS\nsecret(2)\n### END HIDDEN TESTS\n'
-    stripped = canonical.strip_hidden_tests(source)
+    stripped = protocol.strip_hidden(source)
     assert "secret" not in stripped and "check(1)" in stripped and "hidden tests run here" in stripped
 
 
 def test_shards_partition_students():
     students = [f"s{i}" for i in range(50)]
-    parts = [{s for s in students if pipeline.in_shard(s, (i, 3))} for i in range(3)]
+    parts = [{s for s in students if shards.in_shard(s, (i, 3))} for i in range(3)]
     assert set().union(*parts) == set(students) and sum(map(len, parts)) == 50
     assert all(parts)
 
@@ -133,10 +145,10 @@ class FakeTTY(io.StringIO):
 
 
 def test_progress_bar_on_a_terminal_and_lines_in_a_log():
-    result = pipeline.NotebookResult("ann", "01_x", "01_x", status="timeout", reason="slow", seconds=1.0)
+    result = worker.NotebookResult("ann", "01_x", "01_x", status="timeout", reason="slow", seconds=1.0)
     tty, log = FakeTTY(), io.StringIO()
     for stream in (tty, log):
-        progress = pipeline.Progress(2, stream)
+        progress = reporting.Progress(2, stream)
         progress.update(result)
         progress.update(result)
     assert "\r[###############...............] 1/2" in tty.getvalue()
@@ -170,7 +182,7 @@ def test_reference_cache_key_follows_what_decides_the_numbers(tmp_path, monkeypa
 
     solution = tmp_path / "lesson.ipynb"
     solution.write_text("{}")
-    for name in pipeline.sandbox.CPU_DISPATCH_ENV:
+    for name in sandbox.CPU_DISPATCH_ENV:
         monkeypatch.delenv(name, raising=False)
     key = reference.cache_key([solution], threads=1)
     assert reference.cache_key([solution], threads=1) == key
@@ -186,14 +198,15 @@ def test_both_graders_pin_the_same_thread_count(monkeypatch):
     """nbgrader_config.py sets the threads plain nbgrader's kernels inherit; the grading command reads the same."""
     import runpy
 
-    from autograder import course
     from traitlets.config import Config
+
+    from autograder import course
 
     monkeypatch.setenv("OMP_NUM_THREADS", "7")
     monkeypatch.setenv("MKL_NUM_THREADS", "7")
     config = Config()
     runpy.run_path(str(course.REPO_ROOT / "nbgrader_config.py"), init_globals={"get_config": lambda: config})
-    threads = Settings.resolve(course.REPO_ROOT, pipeline.load_coursedir(course.REPO_ROOT).config).threads
+    threads = Settings.resolve(course.REPO_ROOT, planning.load_coursedir(course.REPO_ROOT).config).threads
     assert os.environ["OMP_NUM_THREADS"] == os.environ["MKL_NUM_THREADS"] == str(threads) == "1"
 
 
@@ -219,7 +232,7 @@ def test_a_value_the_judge_cannot_take_fails_only_its_cell():
 
 def test_a_notebook_with_too_many_cells_is_refused(tmp_path):
     path = tmp_path / "big.ipynb"
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("pass") for _ in range(canonical.MAX_CELLS + 1)])
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("pass") for _ in range(settings.MAX_CELLS + 1)])
     nbformat.write(nb, path)
     with pytest.raises(canonical.SubmissionError) as found:
         canonical.read_submission(path)
@@ -228,22 +241,20 @@ def test_a_notebook_with_too_many_cells_is_refused(tmp_path):
 
 def test_recording_batches_overlap_the_run_and_leave_a_small_tail():
     """nbgrader records an assignment that is all in, any BATCH students, and at the end whatever waits."""
-    from types import SimpleNamespace
-
-    engine = SimpleNamespace(plan=SimpleNamespace(settings=SimpleNamespace(jobs=2)),
-                             unsettled={"a": 5, "b": 10}, waiting={"a": ["s1", "s2"]})
+    unsettled, waiting = {"a": 5, "b": 10}, {"a": ["s1", "s2"]}
 
     def batch():
-        return pipeline.Engine.next_batch(engine)
+        return recording.next_batch(waiting, unsettled, jobs=2)
 
     assert batch() is None, "two graded and fifteen to go: wait for more"
-    engine.waiting["a"] = [f"s{i}" for i in range(pipeline.BATCH)]
-    assert batch() == ("a", [f"s{i}" for i in range(pipeline.BATCH)])
-    assert engine.waiting["a"] == []
-    engine.unsettled, engine.waiting = {"a": 0, "b": 10}, {"a": ["s9"], "b": ["t1"]}
+    waiting["a"] = [f"s{i}" for i in range(settings.RECORD_BATCH)]
+    assert batch() == ("a", [f"s{i}" for i in range(settings.RECORD_BATCH)])
+    assert waiting["a"] == []
+    unsettled.update({"a": 0, "b": 10})
+    waiting.update({"a": ["s9"], "b": ["t1"]})
     assert batch() == ("a", ["s9"]), "an assignment whose submissions are all in is recorded at once"
     assert batch() is None
-    engine.unsettled["b"] = 2   # every submission left is running: nothing later can join the batch
+    unsettled["b"] = 2   # every submission left is running: nothing later can join the batch
     assert batch() == ("b", ["t1"])
     assert batch() is None
 
@@ -263,12 +274,12 @@ def test_the_reference_key_does_not_import_torch():
 
 
 def test_retry_policy_confirms_a_timeout_only_beside_others():
-    timeout = [pipeline.NotebookResult("s", "a", "n", status="timeout")]
-    graded = [pipeline.NotebookResult("s", "a", "n", status="graded")]
-    assert pipeline.rerun_alone(timeout, jobs=2, graded_together=3)
-    assert not pipeline.rerun_alone(timeout, jobs=1, graded_together=3)
-    assert not pipeline.rerun_alone(timeout, jobs=2, graded_together=1)
-    assert not pipeline.rerun_alone(graded, jobs=2, graded_together=3)
+    timeout = [worker.NotebookResult("s", "a", "n", status="timeout")]
+    graded = [worker.NotebookResult("s", "a", "n", status="graded")]
+    assert engine.rerun_alone(timeout, jobs=2, graded_together=3)
+    assert not engine.rerun_alone(timeout, jobs=1, graded_together=3)
+    assert not engine.rerun_alone(timeout, jobs=2, graded_together=1)
+    assert not engine.rerun_alone(graded, jobs=2, graded_together=3)
 
 
 def _course_with_config(tmp_path, config: str):
@@ -282,28 +293,30 @@ def test_settings_come_from_the_course_config_then_the_command_line(tmp_path):
     """Defaults < nbgrader_config.py (Execute.timeout, PTEGrading.*) < the command line."""
     root = _course_with_config(tmp_path, "c.Execute.timeout = 7\nc.PTEGrading.kernel_threads = 3\n"
                                          "c.PTEGrading.memory_mb = 1024\n")
-    config = pipeline.load_coursedir(root).config
+    config = planning.load_coursedir(root).config
     found = Settings.resolve(root, config)
     assert (found.cell_timeout_s, found.threads, found.memory_mb, found.output_mb) == (7.0, 3, 1024, 2.0)
     given = Settings.resolve(root, config, {"memory_mb": 2000, "cell_timeout_s": None, "threads": 2})
     assert (given.cell_timeout_s, given.threads, given.memory_mb) == (7.0, 2, 2000)
     bare = Settings.resolve(_course_with_config(tmp_path / "bare", ""),
-                            pipeline.load_coursedir(tmp_path / "bare").config)
+                            planning.load_coursedir(tmp_path / "bare").config)
     assert bare.cell_timeout_s == settings.nbgrader_cell_timeout() == 30.0   # plain nbgrader's own default
     with pytest.raises(ValueError, match="PTEGrading.memory"):
         Settings.resolve(root, {"PTEGrading": {"memory": 1}})
+    with pytest.raises(ValueError, match=r"c\.PTEGrading\.memory_mb = '2048', but it must be an int"):
+        Settings.resolve(root, {"PTEGrading": {"memory_mb": "2048"}})
 
 
 def test_the_grading_command_runs_kernels_with_what_the_config_says(tmp_path, monkeypatch):
     """Not only does the config say it: the plan the command executes carries it into every job's limits."""
     root = _course_with_config(tmp_path, "c.Execute.timeout = 7\nc.PTEGrading.kernel_threads = 3\n")
     monkeypatch.setenv("PTE_SCRATCH", str(tmp_path))
-    run = pipeline.plan(root, {"sandbox": "none", "memory_mb": 1500}, pipeline.Progress(0, io.StringIO()))
+    run = planning.plan(root, {"sandbox": "none", "memory_mb": 1500}, reporting.Progress(0, io.StringIO()))
     run.layout["01_x"] = {"notebooks": {"01_x": 10.0}, "tests": {"01_x": {}}}
     job = run.job("ann", "01_x")
     assert (job.limits.cell_timeout_s, job.limits.threads, job.limits.memory_mb) == (7.0, 3, 1500)
     assert job.limits.timeout_s == settings.default("timeout_s")
-    capped = pipeline.plan(root, {"sandbox": "none", "timeout_s": 5}, pipeline.Progress(0, io.StringIO()))
+    capped = planning.plan(root, {"sandbox": "none", "timeout_s": 5}, reporting.Progress(0, io.StringIO()))
     assert capped.limits.cell_timeout_s == 5   # a cell never outlives its notebook
 
 
@@ -311,21 +324,134 @@ def test_phase_two_is_nbgraders_own_autograde_with_only_execution_swapped(tmp_pa
     from nbgrader.converters import Autograde
 
     from autograder import course
-    from autograder.grading import phase2
 
     default = list(Autograde.class_traits()["autograde_preprocessors"].default())
-    ours = phase2.autograde_preprocessors(course.REPO_ROOT)
-    assert len(ours) == len(default) and ours[0] is phase2.LoadStaged
+    ours = recording.autograde_preprocessors(course.REPO_ROOT)
+    assert len(ours) == len(default) and ours[0] is recording.LoadStaged
     assert ours[1:] == default[1:] and any(step.__name__ == "IgnorePattern" for step in ours)
     custom = _course_with_config(tmp_path, "from nbgrader.preprocessors import Execute, LimitOutput\n"
                                            "c.Autograde.autograde_preprocessors = [LimitOutput, Execute]\n")
-    assert [s.__name__ for s in phase2.autograde_preprocessors(custom)] == ["LimitOutput", "LoadStaged"]
+    assert [s.__name__ for s in recording.autograde_preprocessors(custom)] == ["LimitOutput", "LoadStaged"]
 
 
 def test_every_status_is_one_enum_member():
     from autograder.grading.status import Status
 
-    result = pipeline.NotebookResult("s", "a", "n", status="memory-limit")
+    result = worker.NotebookResult("s", "a", "n", status="memory-limit")
     assert result.status is Status.MEMORY_LIMIT and json.dumps(result.status) == '"memory-limit"'
     with pytest.raises(ValueError):
-        pipeline.NotebookResult("s", "a", "n", status="fine")
+        worker.NotebookResult("s", "a", "n", status="fine")
+
+
+# ---------------------------------------------------------------- stages, protocol and defences
+
+def test_the_command_line_imports_no_jupyter_client_until_a_verb_needs_it():
+    """`python -m autograder <any verb>` reads its settings without nbclient or jupyter_client."""
+    import subprocess
+    import sys
+
+    probe = ("import sys; import autograder.__main__, autograder.grading.cli, autograder.grading.settings; "
+             "print(sorted(m for m in ('nbclient', 'jupyter_client') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]", out
+
+
+def test_the_grading_side_never_imports_the_release_module():
+    """autograder/grading/ takes REPO_ROOT and the data folder from autograder/kernel/paths.py, never from
+    autograder/course.py (whose import rewrites PATH)."""
+    import ast
+    from pathlib import Path
+
+    folder = Path(worker.__file__).parent
+    found = []
+    for path in sorted(folder.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [f"{node.module}.{a.name}" for a in node.names] if isinstance(node, ast.ImportFrom)
+                     and node.module and node.level == 0 else [])
+            if isinstance(node, ast.ImportFrom) and node.level and (node.module or "").startswith("course"):
+                names = ["course"]
+            found += [f"{path.name}: {n}" for n in names if n in ("autograder.course", "course")
+                      or n.startswith("autograder.course")]
+    assert not found, found
+
+
+def test_no_grading_module_outgrows_a_reading():
+    from pathlib import Path
+
+    sizes = {p.name: len(p.read_text().splitlines()) for p in Path(worker.__file__).parent.glob("*.py")}
+    assert all(lines <= 400 for lines in sizes.values()), sizes
+
+
+def test_a_cell_the_student_added_with_grading_metadata_earns_nothing():
+    """nbgrader metadata with no grade id (nbgrader itself fails on such a cell) runs as plain code; one that
+    claims points is tampering. Metadata that is not a mapping, or a grade id that is not text, too."""
+    forged = _nb(("code", "def f(x):\n    return 2 * x", ANSWER),
+                 ("code", "print('50 points')", {"grade": True, "solution": False, "locked": True, "points": 50}),
+                 ("code", '"""f works."""\nchecks.expect(f(1) == 2, "f")', TEST))
+    built = canonical.build(RELEASE, forged, SOURCES)
+    assert "nbgrader" not in built.nb.cells[1].metadata
+    assert any("claims to be graded" in f for f in built.findings), built.findings
+    assert "secret()" in built.nb.cells[2].source
+    odd = _nb(("code", "pass", None), ("code", "pass", None), ("code", "pass", None))
+    odd.cells[0].metadata["nbgrader"] = 5
+    odd.cells[1].metadata["nbgrader"] = {"grade_id": ["test_f"], "grade": True, "points": 3}
+    odd.cells[2].metadata["nbgrader"] = {"locked": False}
+    built = canonical.build(RELEASE, odd, SOURCES)
+    assert all("nbgrader" not in cell.metadata for cell in built.nb.cells)
+    assert len([f for f in built.findings if "claims to be graded" in f]) == 1, built.findings
+
+
+def test_a_message_nested_too_deep_is_dropped_not_raised():
+    """The kernel's messages are the student's: one nested past the decoder's recursion, or past what
+    nbformat and nbgrader can write back, is dropped and counted."""
+    import json
+
+    from autograder.grading import kernel_client
+
+    deep = "[" * 5000 + "]" * 5000
+    part = kernel_client.read_message_part(json.dumps({"data": {"application/json": "x"}})[:-1] + "")
+    assert part.get(kernel_client.UNREADABLE)
+    part = kernel_client.read_message_part(('{"data": {"application/json": ' + deep + '}}').encode())
+    assert part.get(kernel_client.UNREADABLE)
+    assert kernel_client.read_message_part(b'{"a": [1, {"b": 2}]}') == {"a": [1, {"b": 2}]}
+    nested: list = []
+    for _ in range(settings.MAX_OUTPUT_DEPTH + 5):
+        nested = [nested]
+    assert kernel_client.too_deep({"data": {"application/json": nested}})
+    assert not kernel_client.too_deep({"data": {"text/plain": "x", "application/json": [[1, 2], {"a": [3]}]}})
+
+
+def test_one_hidden_split_for_the_release_the_grader_and_the_self_check():
+    from autograder.kernel import selfcheck
+
+    source = '"""doc"""\ncheck(1)\n### BEGIN HIDDEN TESTS\nsecret(2)\n### END HIDDEN TESTS\nafter()\n'
+    assert protocol.split_hidden(source) == ('"""doc"""\ncheck(1)\n', "secret(2)\n\nafter()\n")
+    assert selfcheck.visible_part(source) == '"""doc"""\ncheck(1)\n'
+    assert protocol.split_hidden("check()\n  ###  BEGIN HIDDEN TESTS\nsecret()") == ("check()\n", "secret()")
+    assert protocol.split_hidden("check()\n") == ("check()\n", "")
+
+
+def test_the_reference_file_is_written_and_read_in_one_shape(tmp_path):
+    entry = {"label": "x", "value": {"type": "float", "value": 1.0}, "atol": 1e-6, "rtol": 0.0, "hint": None}
+    reference = protocol.Reference("01_x", {"test_f": protocol.Reference.entries([dict(entry, extra=1)])})
+    path = tmp_path / protocol.REFERENCE_FILE
+    reference.write(path, key="k")
+    assert protocol.Reference.read(path) == reference
+    assert json.loads(path.read_text())["format"] == protocol.REFERENCE_FORMAT
+    path.write_text('{"format": 99, "cells": {}}')
+    with pytest.raises(protocol.ReferenceUnreadable, match="format"):
+        protocol.Reference.read(path)
+
+
+def test_the_self_check_takes_the_courses_cell_timeout(tmp_path):
+    from autograder.kernel import selfcheck
+
+    (tmp_path / "nbgrader_config.py").write_text("c = get_config()\nc.Execute.timeout = 45\n"
+                                                 "import os\nos.environ['PTE_SELFCHECK_PROBE'] = '1'\n")
+    (tmp_path / "notebooks").mkdir()
+    assert selfcheck.course_cell_timeout(tmp_path / "notebooks") == 45
+    assert "PTE_SELFCHECK_PROBE" not in os.environ
+    from autograder import course
+
+    assert selfcheck.course_cell_timeout(course.REPO_ROOT) == 120   # this course's nbgrader_config.py

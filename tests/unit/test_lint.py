@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-import coursekit as kit
 from autograder import course
+
+import coursekit as kit
 
 RUFF = [sys.executable, "-m", "ruff"]
 PYTHON_CODE = ["autograder", "tests", "bench", "data", "nbgrader_config.py"]
@@ -56,6 +57,20 @@ def test_ruff_is_configured():
     assert config.get("line-length") == 120, "pyproject.toml: [tool.ruff] line-length = 120"
     select = set(config.get("lint", {}).get("select", []))
     assert {"E", "F", "W"} <= select, f"pyproject.toml: [tool.ruff.lint] select should include E, F and W, got {select}"
+
+
+def test_the_python_code_keeps_its_shape():
+    """Complexity (C901, at most 15 branches a function), import order (I) and bugbear (B) hold on the course's
+    Python code: autograder/, bench/ and tests/ (the grading engine stays in small, readable stages)."""
+    lint = tomllib.loads((kit.REPO / "pyproject.toml").read_text())["tool"]["ruff"]["lint"]
+    assert {"C901", "I", "B"} <= set(lint["select"]), lint["select"]
+    assert lint["mccabe"]["max-complexity"] == 15
+    for folder in ("autograder", "bench", "tests"):
+        assert not any(folder.startswith(pattern.split("/")[0]) and set(rules) >= {"C901", "I", "B"}
+                       for pattern, rules in lint.get("per-file-ignores", {}).items()
+                       if pattern.rstrip("*/") == folder), f"{folder}/ must not be exempt from the gate"
+    found = ruff(["autograder", "bench", "tests"])
+    assert not found, f"ruff (C901, I, B included) on the Python code:\n{found}"
 
 
 @pytest.mark.parametrize("lesson", course.lessons() + ["NN_topic"])

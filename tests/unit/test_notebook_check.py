@@ -8,7 +8,8 @@ import nbformat
 import pytest
 import torch
 
-from autograder.kernel import checks, notebook_check as nc, selfcheck
+from autograder.kernel import checks, selfcheck
+from autograder.kernel import notebook_check as nc
 
 LESSON = "99_example"
 

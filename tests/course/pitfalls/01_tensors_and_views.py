@@ -315,3 +315,71 @@ def linear_forward(x, weight, bias):
 ''',
     },
 }
+
+# One wrong answer per rule bullet of each exercise's spec (the bold lead of the bullet is its key): each breaks
+# that rule alone and loses the exercise's points (test_pitfalls.py, test_rule_breaker_loses_its_points).
+RULES = {
+    "shares_storage": {
+        "one storage, any window":
+            PITFALLS["shares_storage"]["tests whether the two element spans overlap (disjoint slices share a "
+                                       "storage too)"],
+        "a copy is not a window": '''
+def shares_storage(a, b):
+    sa, sb = a.untyped_storage(), b.untyped_storage()
+    return sa.nbytes() > 0 and sa.nbytes() == sb.nbytes()
+''',
+        "an empty storage shares nothing":
+            PITFALLS["shares_storage"]["compares storage addresses, so two unrelated empty tensors (address 0) share"],
+        "NumPy buffers count":
+            PITFALLS["shares_storage"]["compares storage objects with `is`, but each from_numpy call builds its own "
+                                       "storage object on the one buffer"],
+        "a Python `bool`":
+            PLAUSIBLE["shares_storage"]["short-circuits on nbytes(), so an empty storage returns the int 0, not False"],
+    },
+    "flatten_features": {
+        "shape `(N, d1*d2*...)`":
+            PLAUSIBLE["flatten_features"]["squeezes first, so a batch of one loses its batch dimension"],
+        "logical order": '''
+def flatten_features(x):
+    if x.is_contiguous():
+        return x.view(x.shape[0], -1)
+    in_memory_order = sorted(range(1, x.dim()), key=lambda d: -x.stride(d))
+    return x.permute(0, *in_memory_order).reshape(x.shape[0], -1)
+''',
+        "any layout": PITFALLS["flatten_features"][".view fails on non-contiguous input"],
+        "a view when the layout allows": PITFALLS["flatten_features"]["always copies, even when a view is possible"],
+    },
+    "independent_copy": {
+        "same values, shape, dtype and device":
+            PLAUSIBLE["independent_copy"]["adds .float() by habit, so an int32 tensor comes back as float32"],
+        "its own storage": PITFALLS["independent_copy"][".detach() alone shares storage"],
+        "no autograd history": PITFALLS["independent_copy"][".clone() alone keeps the autograd graph"],
+        "`t` is left as it was":
+            PLAUSIBLE["independent_copy"]["detach_() cuts the source itself out of the graph before copying it"],
+    },
+    "to_class_labels": {
+        "dtype `torch.long`": PITFALLS["to_class_labels"][".int() gives int32, not torch.long"],
+        "a 1-D tensor, one entry per label":
+            PLAUSIBLE["to_class_labels"]["squeeze() turns a single label into a 0-D tensor"],
+        "the same class numbers": '''
+def to_class_labels(arr):
+    # renumbers the classes that occur as 0, 1, 2, ...: a missing class shifts every label above it
+    return torch.unique(torch.as_tensor(arr), return_inverse=True)[1].long()
+''',
+        "any numeric dtype in": '''
+def to_class_labels(arr):
+    if arr.dtype != np.float64:
+        raise TypeError(f"expected float64 labels, got {arr.dtype}")
+    return torch.from_numpy(arr).long()
+''',
+    },
+    "linear_forward": {
+        "weight in its `(out, in)` layout": PITFALLS["linear_forward"]["x @ weight only passes for square weights"],
+        "plus the bias": PITFALLS["linear_forward"]["forgets the bias"],
+        "any leading dimensions": PITFALLS["linear_forward"]["torch.mm takes only 2-D input"],
+        "by hand": '''
+def linear_forward(x, weight, bias):
+    return torch.nn.functional.linear(x, weight, bias)
+''',
+    },
+}

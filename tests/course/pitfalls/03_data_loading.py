@@ -411,3 +411,78 @@ def make_loaders(train_ds, val_ds, batch_size):
 ''' + _SPIRAL_TAIL,
     },
 }
+
+# One wrong answer per rule bullet of each exercise's spec (the bold lead of the bullet is its key): each breaks
+# that rule alone and loses the exercise's points (test_pitfalls.py, test_rule_breaker_loses_its_points).
+RULES = {
+    "DigitsDataset": {
+        "`split` is `\"train\"` or `\"val\"`": '''
+class DigitsDataset(Dataset):
+    def __init__(self, split):
+        split = split.strip().lower()
+        if split not in ("train", "val"):
+            raise ValueError(split)
+        arrays = load_digits()
+        train_raw = arrays.images[arrays.train_index].astype(np.float64)
+        self.mean = float(train_raw.mean())
+        self.std = float(train_raw.std())
+        rows = arrays.train_index if split == "train" else arrays.val_index
+        self.images = (torch.from_numpy(arrays.images[rows]).float().unsqueeze(1) - self.mean) / self.std
+        self.labels = torch.from_numpy(arrays.labels[rows]).long()
+''' + _DIGITS_TAIL,
+        "the listed rows, in order": '''
+class DigitsDataset(Dataset):
+    def __init__(self, split):
+        if split not in ("train", "val"):
+            raise ValueError(split)
+        arrays = load_digits()
+        train_raw = arrays.images[arrays.train_index].astype(np.float64)
+        self.mean = float(train_raw.mean())
+        self.std = float(train_raw.std())
+        # the first 1437 rows of the file for training, the rest for validation: the index arrays ignored
+        n_train = len(arrays.train_index)
+        rows = np.arange(n_train) if split == "train" else np.arange(n_train, len(arrays.labels))
+        self.images = (torch.from_numpy(arrays.images[rows]).float().unsqueeze(1) - self.mean) / self.std
+        self.labels = torch.from_numpy(arrays.labels[rows]).long()
+''' + _DIGITS_TAIL,
+        "training statistics, as Python floats": PITFALLS["DigitsDataset"]["validation split normalized with its own statistics"],
+        "images `float32`, `(1, 8, 8)`, normalized":
+            PITFALLS["DigitsDataset"]["float64 images (normalized in NumPy, from_numpy keeps float64)"],
+        "labels 0-dimensional `torch.long`": PITFALLS["DigitsDataset"]["float labels"],
+    },
+    "SpiralDataset": {
+        "`2 * n_per_class` items, class 0 first": _SPIRAL_HEAD.replace(
+            "label = i // self.n_per_class\n        t = self.t[i % self.n_per_class]",
+            "label = i % 2\n        t = self.t[i // 2]") + '''
+        noise = torch.randn(2, generator=torch.Generator().manual_seed(self.seed * len(self) + i))
+''' + _SPIRAL_TAIL,
+        "the recipe": PLAUSIBLE["SpiralDataset"]["radius t / (3 pi), without the factor 2.5"],
+        "noise of its own":
+            PITFALLS["SpiralDataset"]["a fresh generator seeded with the seed alone (every item gets the same noise)"],
+        "torch's global generator untouched":
+            PITFALLS["SpiralDataset"]["reseeding the global RNG in __getitem__ (deterministic items, but shuffling and "
+                                      "dropout are reseeded)"],
+        "types": PLAUSIBLE["SpiralDataset"]["the point computed in NumPy, so it is float64"],
+        "`IndexError` outside the range": _SPIRAL_HEAD.replace("if not 0 <= i < len(self):", "if i >= len(self):") + '''
+        noise = torch.randn(2, generator=torch.Generator().manual_seed(self.seed * len(self) + i))
+''' + _SPIRAL_TAIL,
+    },
+    "make_loaders": {
+        "two loaders, one batch size":
+            PLAUSIBLE["make_loaders"]["a validation batch twice as large (no gradients, so it fits)"],
+        "training reshuffles every epoch, from torch's global generator":
+            PLAUSIBLE["make_loaders"]["a seeded generator of its own, so torch.manual_seed no longer fixes the order"],
+        "validation in dataset order": PITFALLS["make_loaders"]["shuffling the validation loader"],
+        "nothing dropped": '''
+def make_loaders(train_ds, val_ds, batch_size):
+    return (DataLoader(train_ds, batch_size=batch_size, shuffle=True, drop_last=True),
+            DataLoader(val_ds, batch_size=batch_size))
+''',
+    },
+    "seed_worker": {
+        "NumPy from the worker's torch seed":
+            PLAUSIBLE["seed_worker"]["seeds a new NumPy Generator (default_rng), which leaves np.random's global "
+                                     "state alone"],
+        "`random` the same way": PLAUSIBLE["seed_worker"]["seeds NumPy only, not random"],
+    },
+}

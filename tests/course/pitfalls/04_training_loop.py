@@ -719,3 +719,158 @@ def saliency(model, x, target):
 ''',
     },
 }
+
+# One wrong answer per rule bullet of each spec, breaking that rule alone.
+RULES = {
+    "train_one_epoch": {
+        "training mode": PITFALLS["train_one_epoch"]["no model.train(): stays in eval mode after an evaluation"],
+        "the model's device":
+            PITFALLS["train_one_epoch"]["moves batches to the notebook's global device instead of the model's"],
+        "gradients cleared every batch": PITFALLS["train_one_epoch"]["no zero_grad: gradients accumulate across batches"],
+        "backward, then step": '''
+def train_one_epoch(model, loader, loss_fn, optimizer):
+    device = next(model.parameters()).device
+    model.train()
+    total, count = 0.0, 0
+    for xb, yb in loader:
+        xb, yb = xb.to(device), yb.to(device)
+        optimizer.zero_grad()
+        loss = loss_fn(model(xb), yb)
+        optimizer.step()   # before backward: the step sees cleared gradients
+        loss.backward()
+        total += loss.item() * len(yb)
+        count += len(yb)
+    return total / count
+''',
+        "the `loss_fn` given": HIDDEN_ONLY["train_one_epoch"][
+            "ignores the loss_fn it is given (plain cross-entropy; the visible checks use plain cross-entropy)"],
+        "the mean per sample": PITFALLS["train_one_epoch"]["averages the batch means per batch instead of per sample"],
+        "as computed in training": PLAUSIBLE["train_one_epoch"][
+            "logs the loss recomputed after the step, not the one the step was taken from"],
+        "floats, not graphs": PITFALLS["train_one_epoch"][
+            "adds loss tensors, total = total + loss * len(yb): a float in the end, every batch's graph kept"],
+        "a Python `float`": '''
+def train_one_epoch(model, loader, loss_fn, optimizer):
+    device = next(model.parameters()).device
+    model.train()
+    total, count = 0.0, 0
+    for xb, yb in loader:
+        xb, yb = xb.to(device), yb.to(device)
+        optimizer.zero_grad()
+        loss = loss_fn(model(xb), yb)
+        loss.backward()
+        optimizer.step()
+        total += loss.item() * len(yb)
+        count += len(yb)
+    return torch.tensor(total / count)
+''',
+    },
+    "evaluate": {
+        "eval mode": PITFALLS["evaluate"]["no model.eval(): dropout stays on and results vary"],
+        "no graph": PITFALLS["evaluate"]["records a graph (no torch.no_grad)"],
+        "grad mode on afterwards":
+            PITFALLS["evaluate"]["torch.set_grad_enabled(False) as a statement: grad mode stays off after evaluate"],
+        "the model's device": PITFALLS["evaluate"]["moves batches to the notebook's global device instead of the model's"],
+        "every batch": PLAUSIBLE["evaluate"]["return inside the loop: only the first batch is evaluated"],
+        "the `loss_fn` given": HIDDEN_ONLY["evaluate"][
+            "ignores the loss_fn it is given (plain cross-entropy; the visible checks use plain cross-entropy)"],
+        "the mean per sample": '''
+def evaluate(model, loader, loss_fn):
+    device = next(model.parameters()).device
+    model.eval()
+    batch_means, correct, count = [], 0, 0
+    with torch.no_grad():
+        for xb, yb in loader:
+            xb, yb = xb.to(device), yb.to(device)
+            logits = model(xb)
+            batch_means.append(loss_fn(logits, yb).item())
+            correct += (logits.argmax(dim=1) == yb).sum().item()
+            count += len(yb)
+    return sum(batch_means) / len(batch_means), correct / count
+''',
+        "class indices":
+            PITFALLS["evaluate"]["labels compared in the wrong dtype: float scores from max(...)[0] against long labels"],
+        "a fraction of the samples":
+            PLAUSIBLE["evaluate"]["averages the batch accuracies instead of counting correct samples"],
+        "two Python floats": '''
+def evaluate(model, loader, loss_fn):
+    device = next(model.parameters()).device
+    model.eval()
+    total, correct, count = 0.0, 0, 0
+    with torch.no_grad():
+        for xb, yb in loader:
+            xb, yb = xb.to(device), yb.to(device)
+            logits = model(xb)
+            total += loss_fn(logits, yb).item() * len(yb)
+            correct += (logits.argmax(dim=1) == yb).sum()   # a tensor count, never turned into a number
+            count += len(yb)
+    return total / count, correct / count
+''',
+    },
+    "fit": {
+        "your two functions, in order": PLAUSIBLE["fit"]["evaluates before training in each epoch"],
+        "the right loaders": PITFALLS["fit"]["evaluates on the training loader"],
+        "the objects given": '''
+def fit(model, train_loader, val_loader, epochs, optimizer, loss_fn):
+    history = {"train_loss": [], "val_loss": [], "val_acc": []}
+    for _ in range(epochs):
+        history["train_loss"].append(train_one_epoch(model, train_loader, loss_fn, optimizer))
+        val_loss, val_acc = evaluate(model, val_loader, nn.CrossEntropyLoss())   # a plain loss for validation
+        history["val_loss"].append(val_loss)
+        history["val_acc"].append(val_acc)
+    return history
+''',
+        "`epochs` epochs": PLAUSIBLE["fit"]["range(1, epochs): one epoch short"],
+        "three keys": PLAUSIBLE["fit"]["builds the history lazily, so epochs=0 returns {} instead of three empty lists"],
+        "every epoch, in order": PITFALLS["fit"]["keeps only the last epoch's values"],
+    },
+    "saliency": {
+        "the input gradient": '''
+def saliency(model, x, target):
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.enable_grad():
+            inputs = x.detach().clone().requires_grad_(True)
+            score = model(inputs).gather(1, target.view(-1, 1)).mean()   # the mean, not the sum
+            (grad,) = torch.autograd.grad(score, inputs)
+    finally:
+        model.train(was_training)
+    return grad
+''',
+        "without a graph": '''
+def saliency(model, x, target):
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.enable_grad():
+            inputs = x.detach().clone().requires_grad_(True)
+            score = model(inputs).gather(1, target.view(-1, 1)).sum()
+            (grad,) = torch.autograd.grad(score, inputs, create_graph=True)
+    finally:
+        model.train(was_training)
+    return grad
+''',
+        "eval mode": PITFALLS["saliency"]["no model.eval(): dropout masks part of the gradient"],
+        "mode restored": PLAUSIBLE["saliency"]["does not put the model back in the mode it came in"],
+        "on every path": PLAUSIBLE["saliency"]["restores the mode only when nothing raised (no try/finally)"],
+        "gradients on": PLAUSIBLE["saliency"]["no torch.enable_grad(): fails when the caller runs it inside torch.no_grad()"],
+        "the caller's `x` unchanged":
+            PLAUSIBLE["saliency"]["differentiates the caller's own x (x.requires_grad_()), leaving it changed"],
+        "`.grad` unchanged":
+            PLAUSIBLE["saliency"]["backward(), then model.zero_grad(): wipes the gradients the caller was accumulating"],
+        "`requires_grad` unchanged": '''
+def saliency(model, x, target):
+    was_training = model.training
+    model.eval()
+    model.requires_grad_(False)   # only the input's gradient is wanted; never switched back
+    try:
+        with torch.enable_grad():
+            inputs = x.detach().clone().requires_grad_(True)
+            model(inputs).gather(1, target.view(-1, 1)).sum().backward()
+    finally:
+        model.train(was_training)
+    return inputs.grad
+''',
+    },
+}

@@ -125,6 +125,18 @@ def check_state_dict_compatible(model, state_dict):
             + [f"unexpected key: {key}" for key in result.unexpected_keys]
             + [f"shape mismatch: {key}" for key in mismatched])
 ''',
+        "asks a strict load on a copy, which lets a missing num_batches_tracked through": '''
+def check_state_dict_compatible(model, state_dict):
+    import copy
+    expected = model.state_dict()
+    mismatched = [key for key, value in state_dict.items()
+                  if key in expected and value.shape != expected[key].shape]
+    result = copy.deepcopy(model).load_state_dict({k: v for k, v in state_dict.items() if k not in mismatched},
+                                                  strict=False)
+    return ([f"missing key: {key}" for key in result.missing_keys]
+            + [f"unexpected key: {key}" for key in result.unexpected_keys]
+            + [f"shape mismatch: {key}" for key in mismatched])
+''',
         "checks the shapes of parameters only, not of buffers": '''
 def check_state_dict_compatible(model, state_dict):
     expected = model.state_dict()
@@ -354,5 +366,83 @@ def check_state_dict_compatible(model, state_dict):
     print("checked", len(theirs), "keys", file=sys.stderr)
     return problems
 ''',
+    },
+}
+
+# One wrong answer per rule bullet of each spec, breaking that rule alone.
+RULES = {
+    "save_checkpoint": {
+        "one dict, `weights_only`-safe": PITFALLS["save_checkpoint"]["pickles the whole model instead of its state_dict"],
+        "`\"model\"`": PITFALLS["save_checkpoint"]["saves the parameters only, so BatchNorm's buffers are lost"],
+        "`\"optimizer\"`": PITFALLS["save_checkpoint"]["no optimizer state"],
+        "`\"epoch\"`": PLAUSIBLE["save_checkpoint"]["stores the next epoch, epoch + 1"],
+        "`\"rng_state\"`": PITFALLS["save_checkpoint"]["stores the initial seed instead of the generator's state"],
+        "extras at the top level": PITFALLS["save_checkpoint"]["nests the extras under one key"],
+        "return nothing": '''
+def save_checkpoint(path, model, optimizer, epoch, **extra):
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch,
+                "rng_state": torch.get_rng_state(), **extra}, path)
+    return path   # handy for logging, but the spec says: return nothing
+''',
+        "the run goes on unchanged": PLAUSIBLE["save_checkpoint"][
+            "draws a random run id after taking the generator's state: the run then goes on with other draws"],
+        "the model's mode kept": '''
+def save_checkpoint(path, model, optimizer, epoch, **extra):
+    model.eval()   # a clean state_dict, then back to training: but the model may have come in eval mode
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch,
+                "rng_state": torch.get_rng_state(), **extra}, path)
+    model.train()
+''',
+        "`.grad` kept": PLAUSIBLE["save_checkpoint"][
+            "optimizer.zero_grad() before saving, to tidy up: the caller's gradients are gone"],
+        "`requires_grad` kept": '''
+def save_checkpoint(path, model, optimizer, epoch, **extra):
+    model.requires_grad_(False)   # freeze, so that saving records nothing; never unfrozen
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch,
+                "rng_state": torch.get_rng_state(), **extra}, path)
+''',
+    },
+    "load_checkpoint": {
+        "`weights_only=True`": PITFALLS["load_checkpoint"]["falls back to weights_only=False when the safe load fails"],
+        "into the given model, strictly": PLAUSIBLE["load_checkpoint"][
+            "model.load_state_dict(..., strict=False): a file that does not fit loads nothing, silently"],
+        "the optimizer's state": PITFALLS["load_checkpoint"]["no optimizer state: the optimizer restarts from zero moments"],
+        "the generator": PITFALLS["load_checkpoint"][
+            "no RNG state: the resumed run draws other shuffles and dropout masks"],
+        "the saved epoch": PITFALLS["load_checkpoint"]["returns the next epoch instead of the saved one"],
+        "the model's mode kept": '''
+def load_checkpoint(path, model, optimizer):
+    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    model.load_state_dict(checkpoint["model"])
+    model.train()   # ready to resume training: but the caller may have handed it over in eval mode
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    torch.set_rng_state(checkpoint["rng_state"])
+    return int(checkpoint["epoch"])
+''',
+        "errors pass through": PLAUSIBLE["load_checkpoint"][
+            "catches the error of a file that does not fit and returns 0, to start from scratch"],
+    },
+    "check_state_dict_compatible": {
+        "missing keys": PITFALLS["check_state_dict_compatible"]["does not report missing keys"],
+        "buffers count": PITFALLS["check_state_dict_compatible"][
+            "compares with named_parameters(), so missing buffers go unreported"],
+        "`num_batches_tracked` too": PITFALLS["check_state_dict_compatible"][
+            "asks a strict load on a copy, which lets a missing num_batches_tracked through"],
+        "unexpected keys": PITFALLS["check_state_dict_compatible"]["does not report unexpected keys"],
+        "shape mismatches": PITFALLS["check_state_dict_compatible"]["checks the shapes of parameters only, not of buffers"],
+        "nothing else": PLAUSIBLE["check_state_dict_compatible"]["reports dtype mismatches, which a strict load accepts"],
+        "a list of strings": '''
+def check_state_dict_compatible(model, state_dict):
+    expected = model.state_dict()
+    problems = [f"missing key: {key}" for key in expected if key not in state_dict]
+    problems += [f"unexpected key: {key}" for key in state_dict if key not in expected]
+    problems += [f"shape mismatch: {key}" for key, value in state_dict.items()
+                 if key in expected and value.shape != expected[key].shape]
+    return tuple(problems)
+''',
+        "the model unchanged": PITFALLS["check_state_dict_compatible"][
+            "finds missing and unexpected keys with a trial load, which changes the model"],
+        "the `state_dict` unchanged": PLAUSIBLE["check_state_dict_compatible"][
+            "pops every key it has checked from the state_dict it was given"],
     },
 }

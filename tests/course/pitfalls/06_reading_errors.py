@@ -397,3 +397,91 @@ def classify_error(exc):
 ''',
     },
 }
+
+# One wrong answer per rule bullet of each exercise's spec (the bold lead of the bullet is its key): each breaks
+# that rule alone and loses the exercise's points (test_pitfalls.py, test_rule_breaker_loses_its_points).
+RULES = {
+    "checked_mse": {
+        "equal shapes: the mean squared error":
+            HIDDEN_ONLY["checked_mse"]["divides the summed squares by the batch size, not by the number of elements"],
+        "a 0-dimensional tensor autograd can backpropagate through": '''
+def checked_mse(pred, target):
+    if pred.shape != target.shape:
+        raise ValueError(f"pred has shape {tuple(pred.shape)}, target {tuple(target.shape)}")
+    return torch.tensor(F.mse_loss(pred, target).item())
+''',
+        "different shapes raise `ValueError`":
+            PITFALLS["checked_mse"]["compares the number of elements, so (8,) and (8, 1) pass"],
+        "the message names both shapes": PITFALLS["checked_mse"]["refuses without naming the shapes"],
+    },
+    "move_batch": {
+        "a tensor on its own is moved": '''
+def move_batch(batch, device):
+    # moves the tensors it finds inside containers, but a bare tensor is returned as it came
+    if isinstance(batch, dict):
+        return {key: move_batch(value, device) for key, value in batch.items()}
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(item.to(device) if isinstance(item, torch.Tensor) else move_batch(item, device)
+                           for item in batch)
+    return batch
+''',
+        "containers keep their type, to any depth": PITFALLS["move_batch"]["returns every sequence as a list"],
+        "dtypes kept": PLAUSIBLE["move_batch"]["adds .float() by habit, so the labels stop being torch.long"],
+        "anything else comes back unchanged": '''
+def move_batch(batch, device):
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device)
+    if isinstance(batch, (int, float)):
+        return torch.tensor(batch, device=device)
+    if isinstance(batch, dict):
+        return {key: move_batch(value, device) for key, value in batch.items()}
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(move_batch(item, device) for item in batch)
+    return batch
+''',
+        "the caller's batch stays as it was":
+            PLAUSIBLE["move_batch"]["writes the moved tensors into the caller's dicts and lists"],
+        "either spelling of `device`": '''
+def move_batch(batch, device):
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device, non_blocking=device.type == "cuda")
+    if isinstance(batch, dict):
+        return {key: move_batch(value, device) for key, value in batch.items()}
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(move_batch(item, device) for item in batch)
+    return batch
+''',
+    },
+    "gated_residual": {
+        "the same values": PLAUSIBLE["gated_residual"]["transposes w out of nn.Linear habit"],
+        "any leading dimensions": HIDDEN_ONLY["gated_residual"]["uses x.mm(w), which takes only 2-D input"],
+        "backward works": PITFALLS["gated_residual"]["an in-place rewrite that still breaks backward"],
+        "the true gradients": PITFALLS["gated_residual"]["detaches the gate"],
+        "`x` and `w` unchanged": '''
+def gated_residual(x, w):
+    if not x.requires_grad:
+        # no gradient to protect, so the result is built in x's own memory
+        return x.add_(torch.tanh(x @ w) * torch.sigmoid(x))
+    return x + torch.tanh(x @ w) * torch.sigmoid(x)
+''',
+    },
+    "classify_error": {
+        '`"shape"`': PITFALLS["classify_error"]["matches only the word 'shape'"],
+        '`"dtype"`': PITFALLS["classify_error"]["matches only the word 'dtype', not 'scalar type'"],
+        '`"device"`': PITFALLS["classify_error"]["knows only the CUDA wording 'same device'"],
+        '`"inplace"`': PITFALLS["classify_error"]["matches only 'inplace', not 'in-place'"],
+        '`"other"`': PLAUSIBLE["classify_error"]["takes every ValueError for a shape error"],
+        '"mat1 and mat2" decides nothing':
+            PITFALLS["classify_error"]["reads 'mat1 and mat2' as a shape error before looking for a dtype"],
+        '"type" decides nothing': '''
+def classify_error(exc):
+    message = str(exc).lower()
+    # "type" to catch "scalar type" as well as "dtype": but "type" occurs in other messages too
+    for family, words in [("inplace", ("inplace", "in-place")), ("device", ("device",)), ("dtype", ("type",)),
+                          ("shape", ("shape", "size", "dimension"))]:
+        if any(word in message for word in words):
+            return family
+    return "other"
+''',
+    },
+}

@@ -395,3 +395,73 @@ def set_seed(seed):
 ''',
     },
 }
+
+# One wrong answer per rule bullet of each spec, breaking that rule alone.
+RULES = {
+    "set_seed": {
+        "PyTorch": PLAUSIBLE["set_seed"]["torch.seed() for torch, which seeds from a fresh non-deterministic number"],
+        "NumPy's global generator": PITFALLS["set_seed"]["seeds a new NumPy Generator object instead of the global one"],
+        "Python's `random`": PLAUSIBLE["set_seed"]["random.seed(str(seed)): a string seed gives another state than the int"],
+        "one `seed` for all three": PLAUSIBLE["set_seed"]["seeds torch from a NumPy draw instead of the seed itself"],
+        "return nothing": '''
+def set_seed(seed):
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+    random.seed(seed)
+    return seed   # handy for logging, but the spec says: return nothing
+''',
+        "determinism left alone":
+            PLAUSIBLE["set_seed"]["also switches deterministic algorithms on (the spec: change nothing else)"],
+    },
+    "make_generator_loader": {
+        "a new generator on every call":
+            HIDDEN_ONLY["make_generator_loader"]["one generator object for every loader, re-seeded on each call"],
+        "every draw from that generator": PITFALLS["make_generator_loader"][
+            "seeded RandomSampler, but the DataLoader still draws its base seed from the global stream"],
+        "shuffled, anew each epoch": PITFALLS["make_generator_loader"]["own generator but no shuffling"],
+        "defaults otherwise": PLAUSIBLE["make_generator_loader"]["drop_last=True, so every batch has the same size"],
+    },
+    "decoupled_run": {
+        "batches independent of the width": PITFALLS["decoupled_run"][
+            "coupled_run unchanged: the loader shuffles from the global stream, after the initialization"],
+        "`coupled_run`'s order": _run(f'''
+    torch.manual_seed(seed)
+    model = {_MODEL}
+    # a data seed of its own, one past the model's: independent of the width, but another order
+    loader = DataLoader({_DATA}, batch_size=batch_size, shuffle=True,
+                        generator=torch.Generator().manual_seed(seed + 1))
+'''),
+        "initialization from the seed": PITFALLS["decoupled_run"]["the model is built before torch.manual_seed(seed)"],
+        "then the dropout masks": PLAUSIBLE["decoupled_run"][
+            "a sanity-check forward pass before training (an extra draw of dropout masks)"],
+        "`coupled_run`'s training":
+            PLAUSIBLE["decoupled_run"]["trains in eval mode, so that no dropout mask can depend on the width"],
+        "`num_epochs` and `batch_size`":
+            HIDDEN_ONLY["decoupled_run"]["ignores num_epochs and batch_size (always coupled_run's defaults)"],
+        "the batches trained on": PLAUSIBLE["decoupled_run"][
+            "records the batches in a first pass over the loader, then trains on later passes"],
+    },
+    "seed_sweep": {
+        "once per seed, in order": PITFALLS["seed_sweep"]["trains once and reuses that result for every seed"],
+        "only passes the seed on":
+            PLAUSIBLE["seed_sweep"]["seeds torch itself before each call instead of only passing the seed on"],
+        "converted with `float(...)`": '''
+def seed_sweep(train_fn, seeds):
+    values = [train_fn(seed) for seed in seeds]   # kept as returned: tensors stay tensors, ints stay ints
+    return {"values": values, "mean": sum(values) / len(values), "min": min(values), "max": max(values)}
+''',
+        "four keys": PITFALLS["seed_sweep"]["no 'values' key"],
+        "`\"values\"`": PLAUSIBLE["seed_sweep"]["sorts the values (for min and max) and returns them sorted"],
+        "`\"mean\"`": PITFALLS["seed_sweep"]["midpoint of min and max reported as the mean"],
+        "`\"min\"` and `\"max\"`": '''
+def seed_sweep(train_fn, seeds):
+    values = [float(train_fn(seed)) for seed in seeds]
+    return {"values": values, "mean": sum(values) / len(values), "min": values[0], "max": values[-1]}
+''',
+        "Python floats": '''
+def seed_sweep(train_fn, seeds):
+    values = [float(train_fn(seed)) for seed in seeds]
+    return {"values": values, "mean": np.mean(values), "min": min(values), "max": max(values)}
+''',
+    },
+}

@@ -223,15 +223,6 @@ def grad_norm(model):
     },
 }
 
-# A forward pass with autograd on leaves nothing behind: initial_loss_check returns a bool and the graph is freed when
-# it returns. Only an instrument (record_forward_modes around the model) sees it. The spec of the exercise says so.
-NO_VALUE_SIGNATURE = {
-    "initial_loss_check": {
-        "builds a graph: no torch.no_grad()": "the verdict, the model's mode and the RNG are the same; only memory and "
-                                              "time differ while the function runs",
-    },
-}
-
 PLAUSIBLE = {
     "initial_loss_check": {
         "nll_loss on the raw logits (no log_softmax)": """
@@ -532,5 +523,66 @@ def find_nan_source(fn):
         return found.group(1).replace("Backward0", "").lower()
     return ""
 """,
+    },
+}
+
+# One wrong answer per rule bullet of each spec, breaking that rule alone.
+RULES = {
+    "initial_loss_check": {
+        "the mean cross-entropy":
+            PLAUSIBLE["initial_loss_check"]["the summed loss (reduction='sum') instead of the mean"],
+        "eval mode": PITFALLS["initial_loss_check"]["runs the model in training mode, dropout on"],
+        "no graph": PITFALLS["initial_loss_check"]["builds a graph: no torch.no_grad()"],
+        "mode restored": PITFALLS["initial_loss_check"]["leaves the model in eval mode"],
+        "ln C": PITFALLS["initial_loss_check"]["compares with log10(C) instead of ln C"],
+        "in either direction": PITFALLS["initial_loss_check"]["one-sided comparison accepts a loss far below ln C"],
+        "a Python `bool`": PITFALLS["initial_loss_check"]["returns a tensor instead of a bool"],
+    },
+    "overfit_one_batch": {
+        "training mode": '''
+def overfit_one_batch(model, batch, loss_fn, steps, lr):
+    xb, yb = batch
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        loss = loss_fn(model(xb), yb)
+        loss.backward()
+        optimizer.step()
+    model.train()  # too late: every forward pass ran in the mode the model arrived in
+    return loss.item()
+''',
+        "left in training mode": PLAUSIBLE["overfit_one_batch"]["puts the model back in the mode it arrived in"],
+        "one Adam optimizer": PITFALLS["overfit_one_batch"]["a new Adam optimizer on every step"],
+        "`steps` updates": '''
+def overfit_one_batch(model, batch, loss_fn, steps, lr):
+    xb, yb = batch
+    model.train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    for _ in range(steps + 1):  # one step too many
+        optimizer.zero_grad()
+        loss = loss_fn(model(xb), yb)
+        loss.backward()
+        optimizer.step()
+    return loss.item()
+''',
+        "gradients cleared first": PLAUSIBLE["overfit_one_batch"][
+            "zero_grad after the step, so gradients the model arrived with reach the first step"],
+        "the last step's loss": PITFALLS["overfit_one_batch"]["returns a loss computed again after the loop"],
+        "a Python `float`": PITFALLS["overfit_one_batch"]["returns the loss tensor"],
+    },
+    "grad_norm": {
+        "one vector": PITFALLS["grad_norm"]["adds the per-parameter norms"],
+        "`None` skipped": PITFALLS["grad_norm"]["crashes on parameters whose grad is None"],
+        "no gradient, `0.0`":
+            HIDDEN_ONLY["grad_norm"]["crashes when no parameter has a gradient (torch.stack of an empty list)"],
+        "gradients untouched": PLAUSIBLE["grad_norm"]["clears the gradients after measuring them"],
+        "a Python `float`": PITFALLS["grad_norm"]["returns a tensor"],
+    },
+    "find_nan_source": {
+        "the backward node's name": PITFALLS["find_nan_source"]["returns the forward operation's name"],
+        "`\"\"` without a NaN": PITFALLS["find_nan_source"]["returns None when there is no NaN"],
+        "other errors pass through": PITFALLS["find_nan_source"]["swallows errors that are not NaNs"],
+        "anomaly mode off afterwards":
+            PLAUSIBLE["find_nan_source"]["set_detect_anomaly(False) only on the path without a NaN"],
     },
 }

@@ -1,7 +1,12 @@
-"""Record already-executed notebooks with nbgrader's own autograde and feedback steps.
+"""Recording: nbgrader's own autograde and feedback steps write what the grader executed into the gradebook,
+``autograded/`` and ``feedback/``, batch after batch while other submissions still run.
 
-Run as ``python -m autograder.grading.phase2 COURSE_DIR ASSIGNMENT STAGED_DIR [STUDENT ...]``, or as
-``--serve COURSE_DIR`` for one batch after another (:func:`serve`, what the grading command uses).
+The grader side: :class:`Recorder` keeps one recording process for the whole run (its log is
+``phase2.log`` in the run's work folder), :func:`next_batch` is the batching policy, and
+:func:`record_batch` the retry policy (a batch nbgrader cannot record is recorded one student at a time).
+
+The recording process: ``python -m autograder.grading.recording --serve COURSE_DIR`` (:func:`serve`), or
+``python -m autograder.grading.recording COURSE_DIR ASSIGNMENT STAGED_DIR [STUDENT ...]`` for one batch.
 nbgrader reads the staged submissions (the grader's executed, canonical notebooks) as if
 they were the submitted ones, sanitizes them as usual, and then, instead of executing
 them again, :class:`LoadStaged` puts the executed cells back. The rest is nbgrader's:
@@ -12,7 +17,10 @@ from __future__ import annotations
 
 import json
 import os
+import queue
+import subprocess
 import sys
+import threading
 import traceback
 from pathlib import Path
 
@@ -21,6 +29,8 @@ from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Unicode
 from traitlets.config import Config
 from traitlets.config.loader import PyFileConfigLoader
+
+from .settings import RECORD_BATCH, RECORDER_STOP_S
 
 
 class LoadStaged(NbGraderPreprocessor):
@@ -103,7 +113,7 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-RESULT = "pte-phase2-result "
+RESULT = "pte-phase2-result "   # the prefix of the recording process's answer lines
 
 
 def serve(course_dir: str) -> int:
@@ -125,6 +135,100 @@ def serve(course_dir: str) -> int:
         answers.write(RESULT + json.dumps({"error": error}) + "\n")
         answers.flush()
     return 0
+
+
+
+# ---------------------------------------------------------------- the grader's side
+
+class Recorder:
+    """nbgrader's recording step (:func:`serve`) in one process for the whole run, fed
+    one batch at a time: nbgrader and its templates load once, not once per batch. A batch that fails or
+    runs too long is reported; a process that dies or hangs is replaced for the next batch. Its output goes
+    to ``.grading/phase2.log``."""
+
+    def __init__(self, course: Path, log: Path):
+        self.course, self.log = course, log
+        self.proc: subprocess.Popen | None = None
+        log.write_bytes(b"")   # this run's alone
+
+    def start(self) -> None:
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen([sys.executable, "-m", __name__, "--serve",
+                                          str(self.course)], cwd=self.course, stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=log, text=True)
+        self.answers: queue.Queue = queue.Queue()
+
+        def read(stream, answers):
+            for line in stream:
+                if line.startswith(RESULT):
+                    answers.put(line[len(RESULT):])
+            answers.put(None)   # the process ended
+
+        threading.Thread(target=read, args=(self.proc.stdout, self.answers), daemon=True).start()
+
+    def record(self, assignment: str, staged_root: Path, students: list[str], timeout_s: float) -> str | None:
+        """Autograde and feedback for ``students`` of ``assignment``; returns an error text or None."""
+        if self.proc is None or self.proc.poll() is not None:
+            self.start()
+        logged = self.log.stat().st_size
+        request = {"assignment": assignment, "staged": str(staged_root), "students": students}
+        try:
+            self.proc.stdin.write(json.dumps(request) + "\n")
+            self.proc.stdin.flush()
+            answer = self.answers.get(timeout=timeout_s)
+        except queue.Empty:
+            self.stop()
+            return f"nbgrader's recording step ran longer than {timeout_s:g} s"
+        except OSError:   # the process is gone
+            answer = None
+        if answer is None:
+            self.stop()
+            with open(self.log, "rb") as log:
+                log.seek(logged)
+                return "nbgrader's recording process ended: " + log.read().decode(errors="replace")[-2000:]
+        error = json.loads(answer)["error"]
+        if error:
+            with open(self.log, "rb") as log:
+                log.seek(logged)
+                error = (log.read().decode(errors="replace") + error).strip()[-2000:]
+        return error
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=RECORDER_STOP_S)
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+
+def next_batch(waiting: dict[str, list[str]], unsettled: dict[str, int], jobs: int) -> tuple[str, list[str]] | None:
+    """The batching policy: the students nbgrader records next, or None to wait for more. An assignment whose
+    submissions are all in, any :data:`RECORD_BATCH` students of one assignment, and at the end of the run
+    (when every submission left is already running, ``jobs`` of them at most) whatever is waiting. So the
+    recording that cannot overlap anything is one small batch. The batch leaves ``waiting``."""
+    ending = sum(unsettled.values()) <= jobs
+    for assignment, students in sorted(waiting.items(), key=lambda item: unsettled[item[0]]):
+        if students and (ending or not unsettled[assignment] or len(students) >= RECORD_BATCH):
+            waiting[assignment] = []
+            return assignment, students
+    return None
+
+
+def record_batch(run, recorder: Recorder, assignment: str, students: list[str]) -> set[tuple[str, str]]:
+    """Phase 2 for some students of one assignment (one writer to the gradebook at a time); returns those
+    nbgrader could not record, found one by one without losing the others."""
+    staged = Path(run.paths.staged)
+    students = sorted(s for s in students if (staged / s / assignment).is_dir())
+    timeout = run.settings.phase2_timeout_s
+    if not students or not recorder.record(assignment, staged, students, timeout):
+        return set()
+    if len(students) == 1:
+        return {(students[0], assignment)}
+    return {(s, assignment) for s in students if recorder.record(assignment, staged, [s], timeout)}
 
 
 if __name__ == "__main__":

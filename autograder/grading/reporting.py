@@ -1,0 +1,131 @@
+"""The end of a run: each notebook's score from the gradebook nbgrader wrote, ``grades.csv`` and
+``grading-report.json`` (or a shard's own pair), and the progress a person watches meanwhile.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from . import shards
+from .status import Status
+from .worker import NotebookResult
+
+
+class Progress:
+    """A bar on a terminal, plain lines otherwise."""
+
+    def __init__(self, total: int, stream=sys.stderr):
+        self.total, self.done, self.stream = total, 0, stream
+        self.tty = stream.isatty()
+
+    def update(self, result: NotebookResult) -> None:
+        self.done += 1
+        if self.tty:
+            width = 30
+            filled = int(width * self.done / max(self.total, 1))
+            self.stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} "
+                              f"{result.student}/{result.assignment}: {result.status:<12}")
+            if self.done == self.total:
+                self.stream.write("\n")
+        else:
+            self.stream.write(f"graded {self.done}/{self.total} {result.student} {result.assignment}/"
+                              f"{result.notebook}: {result.status} ({result.seconds:.1f} s)"
+                              f"{' - ' + result.reason if result.reason else ''}\n")
+        self.stream.flush()
+
+    def log(self, text: str) -> None:
+        if self.tty:
+            self.stream.write("\n")
+        self.stream.write(text + "\n")
+        self.stream.flush()
+
+
+def report_references(references: dict, progress) -> None:
+    """Warn about each assignment's reference (a :class:`reference.HostReference`): why the host's could not be
+    used, and every observation where the host disagrees with the stored record."""
+    for assignment, ref in sorted(references.items()):
+        if ref.problem:
+            progress.log(f"warning: {assignment}: {ref.problem}"
+                         + ("; judging with the stored reference observations" if ref.source == "stored" else ""))
+        for diff in ref.differences:
+            where = f"observation {diff['index']} ('{diff['label']}')" if diff["index"] else "its observations"
+            progress.log(f"warning: {assignment}/{diff['test']}: {where} differ(s) on this host from the stored "
+                         f"reference: {diff['problem']}. The host's reference is used, so no student loses points; "
+                         "a check that depends on the machine is a course bug to fix.")
+
+
+def read_scores(coursedir, pairs: list[tuple[str, str, str]]) -> dict[tuple[str, str, str], float]:
+    from nbgrader.api import Gradebook, MissingEntry
+
+    scores = {}
+    with Gradebook(coursedir.db_url, coursedir.course_id) as gb:
+        for student, assignment, notebook in pairs:
+            try:
+                scores[(student, assignment, notebook)] = gb.find_submission_notebook(
+                    notebook, assignment, student).score
+            except MissingEntry:
+                scores[(student, assignment, notebook)] = 0.0
+    return scores
+
+
+def score(run, results: list[NotebookResult], failed: set[tuple[str, str]], progress: Progress) -> None:
+    """Each notebook's score, from the gradebook nbgrader wrote."""
+    for student, assignment in sorted(failed):
+        progress.log(f"nbgrader could not record {student}/{assignment}")
+        for r in results:
+            if (r.student, r.assignment) == (student, assignment) and r.status.scored_by_nbgrader:
+                r.status, r.reason = Status.ERROR, "nbgrader failed to record this submission's grades"
+    scores = read_scores(run.coursedir, [(r.student, r.assignment, r.notebook) for r in results])
+    for r in results:
+        r.score = float(scores.get((r.student, r.assignment, r.notebook)) or 0.0)
+
+
+def write_outputs(course: Path, results: list[NotebookResult], meta: dict, shard=None) -> None:
+    """grades.csv and grading-report.json, or a shard's own pair (shards.output_names)."""
+    csv_name, report_name = shards.output_names(shard)
+    per_submission: dict[tuple[str, str], list[NotebookResult]] = {}
+    for r in results:
+        per_submission.setdefault((r.student, r.assignment), []).append(r)
+    rows = []
+    for (student, assignment), items in sorted(per_submission.items()):
+        worst = next((r.status for r in items if r.status != Status.GRADED), Status.GRADED)
+        rows.append({"student_id": student, "assignment": assignment,
+                     "score": round(sum(r.score for r in items), 4),
+                     "max_score": round(sum(r.max_score for r in items), 4), "status": worst,
+                     "reason": " | ".join(f"{r.notebook}: {r.reason}" for r in items if r.reason)})
+    previous = {}
+    csv_path = course / csv_name
+    if csv_path.exists() and meta.get("partial"):
+        with open(csv_path, newline="") as handle:
+            previous = {(r["student_id"], r["assignment"]): r for r in csv.DictReader(handle)}
+    merged = dict(previous)
+    merged.update({(r["student_id"], r["assignment"]): r for r in rows})
+    with open(csv_path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle,
+                                fieldnames=["student_id", "assignment", "score", "max_score", "status", "reason"])
+        writer.writeheader()
+        for key in sorted(merged):
+            writer.writerow(merged[key])
+    ordered = sorted(results, key=lambda r: (r.student, r.assignment, r.notebook))
+    report = dict(meta, submissions=[asdict(r) for r in ordered])
+    (course / report_name).write_text(json.dumps(report, indent=2) + "\n")
+
+
+def report(run, results: list[NotebookResult], references: dict, seconds: float, progress: Progress) -> int:
+    """grades.csv and grading-report.json; returns the exit code (3 when a notebook needs attention)."""
+    settings = run.settings
+    meta = {"course": str(settings.course), "jobs": settings.jobs,
+            "sandbox": "bwrap" if run.limits.sandbox else "none", "cgroups": run.cgroups,
+            "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(settings).items()},
+            "limits": asdict(run.limits), "gradebook_backup": run.backup,
+            "references": {assignment: ref.summary() for assignment, ref in sorted(references.items())},
+            "partial": bool(settings.students or settings.assignments or settings.shard),
+            "seconds": round(seconds, 2)}
+    write_outputs(settings.course, results, meta, settings.shard)
+    bad = [r for r in results if r.status != Status.GRADED]
+    progress.log(f"{len(results) - len(bad)} of {len(results)} notebooks graded"
+                 + (f"; {len(bad)} need attention (see grading-report.json)" if bad else ""))
+    return 3 if bad else 0

@@ -1,0 +1,165 @@
+"""One submission, in a grading process of its own: check it, rebuild it, run it, judge it, stage it.
+
+What crosses into a worker is a :class:`Job` (plain data); what comes back is one :class:`NotebookResult`
+per notebook, as a dict. The executed notebooks wait in ``.grading/staged/`` for nbgrader's recording step
+(:mod:`autograder.grading.recording`). Nothing here raises to the engine: every fault becomes a status.
+
+The runner (and with it nbclient and jupyter_client) is imported where a notebook runs, not with this module:
+the report and ``python -m autograder finish`` read :class:`NotebookResult` without a kernel in sight. The
+engine preloads it into the process every worker forks from.
+"""
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from . import canonical, collect, judge
+from .settings import MAX_NOTEBOOK_BYTES, MAX_TIMESTAMP_BYTES, Limits
+from .status import Status, SubmissionError
+
+
+@dataclass
+class NotebookResult:
+    student: str
+    assignment: str
+    notebook: str
+    status: Status = Status.GRADED
+    reason: str = ""
+    score: float = 0.0
+    max_score: float = 0.0
+    seconds: float = 0.0
+    execution_seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    def __post_init__(self):
+        self.status = Status(self.status)   # from a worker's dict, the status comes back as its text
+
+
+@dataclass(frozen=True)
+class Paths:
+    """The folders a grading run reads and writes (strings: a Job crosses into worker processes)."""
+    submitted: str
+    release: str
+    source: str
+    grading: str      # .grading/: the reference cache, matplotlib's font cache
+    staged: str       # executed notebooks waiting for nbgrader's recording step
+    scratch: str      # per-kernel work folders
+
+
+@dataclass(frozen=True)
+class Job:
+    """One student's assignment, with everything needed to grade it in a worker process."""
+    student: str
+    assignment: str
+    notebooks: dict[str, float]            # notebook name -> max score
+    tests: dict[str, dict[str, str]]       # notebook name -> grade id -> the instructor's test source
+    paths: Paths
+    limits: Limits
+    reference: dict[str, list[dict]] = field(default_factory=dict)   # grade id -> observations to judge with
+
+    def results(self, status: Status, reason: str) -> list[NotebookResult]:
+        """The same status for every notebook of this job."""
+        return [NotebookResult(self.student, self.assignment, name, status=status, max_score=max_score,
+                               reason=reason[:300]) for name, max_score in self.notebooks.items()]
+
+
+def _on_slot(job: Job, cpu_slots) -> tuple[Limits, str | None]:
+    slot = cpu_slots.get() if cpu_slots is not None else None
+    return (dataclasses.replace(job.limits, cpus=slot) if slot is not None else job.limits), slot
+
+
+def grade_submission(job: Job, cpu_slots=None) -> list[dict]:
+    """Check, rebuild, execute and judge one student's assignment on a CPU slot of its own; stage the
+    executed notebooks. Never raises."""
+    limits, slot = _on_slot(job, cpu_slots)
+    try:
+        source_dir = Path(job.paths.submitted) / job.student / job.assignment
+        try:   # root never follows a link a student planted: the folder must be a real one
+            collect.check_folder(source_dir, Path(job.paths.submitted))
+            present, refusal = collect.regular_notebooks(source_dir), None
+        except SubmissionError as exc:
+            present, refusal = [], exc
+        return [asdict(grade_notebook(job, name, limits, present, refusal)) for name in job.notebooks]
+    finally:
+        if slot is not None:
+            cpu_slots.put(slot)
+
+
+def reference_for(job: Job, cpu_slots=None):
+    """The host's reference of one assignment (a :class:`reference.HostReference`; ``job.student`` unused),
+    computed in a worker on its own CPU slot, as a student's run is."""
+    from . import reference
+
+    limits, slot = _on_slot(job, cpu_slots)
+    try:
+        return reference.host_reference(Path(job.paths.source), job.assignment, list(job.notebooks), limits,
+                                        Path(job.paths.scratch), Path(job.paths.grading))
+    finally:
+        if slot is not None:
+            cpu_slots.put(slot)
+
+
+def grade_notebook(job: Job, name: str, limits: Limits, present: list[str],
+                   refusal: Exception | None) -> NotebookResult:
+    """One notebook of a job: its status says whose fault anything was."""
+    from . import runner
+
+    start = time.monotonic()
+    result = NotebookResult(job.student, job.assignment, name, max_score=job.notebooks[name])
+    source_dir = Path(job.paths.submitted) / job.student / job.assignment
+    try:
+        if refusal is not None:
+            raise refusal
+        if f"{name}.ipynb" not in present:
+            others = [p for p in present if p != f"{name}.ipynb"]
+            hint = f"; found {', '.join(others)} (renamed?)" if others else ""
+            raise SubmissionError(Status.MISSING, f"{name}.ipynb was not submitted{hint}")
+        if not job.reference:   # the engine found neither the host's reference nor the stored one
+            raise judge.ReferenceMissing(f"no reference observations for {job.assignment}: run `make release` "
+                                         "(the run's report says why the host's could not be made)")
+        path = source_dir / f"{name}.ipynb"
+        submitted = canonical.read_submission(path, collect.read_regular(path, source_dir, MAX_NOTEBOOK_BYTES))
+        release = nbformat.read(Path(job.paths.release) / job.assignment / f"{name}.ipynb", as_version=4)
+        built = canonical.build(release, submitted, job.tests[name])
+        scratch = Path(tempfile.mkdtemp(prefix="nb-", dir=job.paths.scratch))
+        try:
+            run = runner.execute(built.nb, limits, scratch)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        judge.settle(run, job.reference)   # the verdict, written the way nbgrader reads it
+        result.notes = built.notes + run.notes
+        result.status, result.reason = run.status, run.reason
+        if result.status == Status.GRADED and built.findings:
+            result.status, result.reason = Status.TAMPERED, "; ".join(built.findings)
+        elif built.findings:
+            result.notes = built.findings + result.notes
+        result.execution_seconds = run.execution_seconds
+        stage(job, name, run.nb, result)
+    except SubmissionError as exc:
+        result.status, result.reason = Status(exc.status), exc.reason
+    except judge.ReferenceMissing as exc:
+        result.status, result.reason = Status.ERROR, f"grader error: {exc}"
+    except Exception as exc:  # a grader fault on one notebook must not stop the class
+        result.status, result.reason = Status.ERROR, f"grader error: {type(exc).__name__}: {exc}"[:300]
+    result.seconds = time.monotonic() - start
+    return result
+
+
+def stage(job: Job, name: str, executed, result: NotebookResult) -> None:
+    """The executed notebook, and the late-penalty input, where nbgrader's recording step reads them."""
+    source_dir = Path(job.paths.submitted) / job.student / job.assignment
+    staged_dir = Path(job.paths.staged) / job.student / job.assignment
+    staged_dir.mkdir(parents=True, exist_ok=True)
+    try:   # nbgrader's late-penalty input: only a small regular file is copied
+        stamp = collect.read_regular(source_dir / "timestamp.txt", source_dir, MAX_TIMESTAMP_BYTES)
+        (staged_dir / "timestamp.txt").write_bytes(stamp)
+    except SubmissionError as exc:
+        if exc.status != Status.MISSING:
+            result.notes.append(f"timestamp.txt ignored: {exc.reason}")
+    nbformat.write(executed, staged_dir / f"{name}.ipynb")

@@ -1,0 +1,40 @@
+"""nbval over copies of the solutions, in a process of its own: what the cross-CPU and jitter tests share."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+from autograder import course
+
+LESSONS = course.lessons()
+
+
+def copy_lessons(target):
+    """The solutions with their reference files, in a folder of their own (the lessons write files as they run)."""
+    for lesson in LESSONS:
+        shutil.copytree(course.REPO_ROOT / "solutions" / lesson, target / lesson)
+    return target
+
+
+def run_nbval(root, env: dict[str, str], *plugins: str) -> subprocess.CompletedProcess:
+    """nbval on every lesson under ``root`` with the repository's own settings, in a process of its own."""
+    env = dict(os.environ, **env)
+    # -p conftest (tests/conftest.py) skips the CUDA-only cells as `make test` does
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(course.REPO_ROOT / "tests"),
+                                                      str(course.REPO_ROOT / "tests" / "support"),
+                                                      env.get("PYTHONPATH")]))
+    options = [item for plugin in ("conftest", *plugins) for item in ("-p", plugin)]
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:xdist", *options, "-q",
+                           "--rootdir", str(course.REPO_ROOT), "-c", str(course.REPO_ROOT / "pyproject.toml"),
+                           str(root)], cwd=course.REPO_ROOT, env=env, capture_output=True, text=True, timeout=1500)
+
+
+def nbval_passed(proc: subprocess.CompletedProcess, mode: str) -> int:
+    """How many cells nbval compared; fails the test when nbval failed or compared too few."""
+    assert proc.returncode == 0, f"nbval fails with {mode}:\n{proc.stdout[-6000:]}{proc.stderr[-2000:]}"
+    ran = re.search(r"(\d+) passed", proc.stdout)
+    assert ran and int(ran.group(1)) > 20 * len(LESSONS), f"nbval compared too few cells:\n{proc.stdout[-2000:]}"
+    return int(ran.group(1))
