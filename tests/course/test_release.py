@@ -95,7 +95,7 @@ def test_reference_observations_stay_with_the_source(regenerated, lesson):
     """`make release` stored the reference for every graded test; neither release holds it."""
     import json
 
-    reference = json.loads(course.reference_path(lesson).read_text())
+    reference = json.loads((course.solution_path(lesson).parent / course.REFERENCE_FILE).read_text())
     tests = {f"test_{name}" for name in kit.exercises(nbformat.read(course.solution_path(lesson), as_version=4))}
     assert set(reference["cells"]) == tests, f"{lesson}: run `make release` (the reference is out of date)"
     assert all(reference["cells"][t] for t in tests), f"{lesson}: a graded test makes no hidden observation"

@@ -204,8 +204,8 @@ def course_copy(tmp_path_factory) -> Path:
         solution.mkdir(parents=True)
         nbformat.write(_cleared(nbformat.read(course.solution_path(lesson), as_version=4)),
                        solution / f"{lesson}.ipynb")
-        if course.reference_path(lesson).is_file():
-            shutil.copy(course.reference_path(lesson), solution)
+        if (course.solution_path(lesson).parent / course.REFERENCE_FILE).is_file():
+            shutil.copy(course.solution_path(lesson).parent / course.REFERENCE_FILE, solution)
         release = kit.REPO / "notebooks" / lesson / f"{lesson}.ipynb"
         if release.is_file():
             (root / "notebooks" / lesson).mkdir()

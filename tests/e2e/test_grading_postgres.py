@@ -15,9 +15,10 @@ import sys
 import nbformat
 import pytest
 
+from autograder import course
+
 import coursekit as kit
 import pgkit
-from autograder import course
 
 LESSON = "01_tensors_and_views"
 
@@ -52,7 +53,7 @@ def test_two_graders_share_one_postgres_gradebook(tmp_path, postgres_url):
         for i, root in enumerate((machine_a, machine_b))
     ]
     outputs = [g.communicate(timeout=900) for g in graders]
-    for grader, (out, err) in zip(graders, outputs):
+    for grader, (_out, err) in zip(graders, outputs):
         assert grader.returncode == 0, err
 
     graded_by = {}

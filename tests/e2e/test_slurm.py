@@ -20,11 +20,12 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from autograder import course
+from autograder.grading import shards
+
 import coursekit as kit
 import pgkit
 import slurmkit
-from autograder import course
-from autograder.grading import shards
 
 LESSON = "01_tensors_and_views"
 SUBMIT = course.REPO_ROOT / "deploy" / "slurm" / "submit.py"
@@ -127,17 +128,19 @@ def test_job_array_grades_the_class_as_one_machine_does(tmp_path, gradebook_url,
     for cache in ("reference-cache", "mplcache"):   # keyed by the host, as on a cluster's shared filesystem
         shutil.copytree(one / ".grading" / cache, cluster_course / ".grading" / cache)
 
-    # the array, with its finishing job; shard 1's task is cancelled once it has graded a notebook
+    # the array, with its finishing job; shard 1's task is cancelled while its third notebook runs (the first
+    # two are graded, perhaps recorded in the gradebook already, but the shard's report is never written)
     jobs = submit(slurm, "--course", str(cluster_course), "--shards", str(SHARDS), "--throttle", str(SHARDS),
                   "--jobs", "1")
     array, logs = jobs["array"], Path(jobs["logs"])
     task_log = logs / f"grade-{array}_1.out"
     deadline = time.monotonic() + 600
-    while "graded 1/" not in (task_log.read_text() if task_log.exists() else "") and time.monotonic() < deadline:
+    while "graded 2/" not in (task_log.read_text() if task_log.exists() else "") and time.monotonic() < deadline:
         assert slurm.state(f"{array}_1") in ("PENDING", "RUNNING", "CONFIGURING"), slurm.state(f"{array}_1")
         time.sleep(0.2)
     slurm.run("scancel", f"{array}_1")
     assert slurm.wait_until(f"{array}_1", {"CANCELLED"}, 60) == "CANCELLED", task_log.read_text()
+    assert "graded 3/" not in task_log.read_text(), "the task ended before it was cancelled"
     state, code = finished(slurm, jobs["finish"], 600)
     first_finish = (logs / f"finish-{jobs['finish']}.out").read_text()
     assert (state, code) == ("FAILED", "4:0"), first_finish   # 4: students no shard graded

@@ -128,7 +128,7 @@ def secrets() -> dict[str, set[str]]:
                 found[f"{key} line"] |= {line for line in lines
                                          if len(line) >= MIN_SECRET_LINE and line not in public["lines"]}
                 found[f"{key} code"] |= _windows(lines) - public["windows"]
-        reference = course.reference_path(lesson)
+        reference = course.solution_path(lesson).parent / course.REFERENCE_FILE
         if reference.exists():
             for observations in json.loads(reference.read_text())["cells"].values():
                 for obs in observations:
