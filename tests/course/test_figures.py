@@ -30,8 +30,9 @@ import torch  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from torch import nn  # noqa: E402
 
-import coursekit as kit  # noqa: E402
 from autograder import course  # noqa: E402
+
+import coursekit as kit  # noqa: E402
 from browser_figures import figure_problems  # noqa: E402
 
 KERNEL = kit.REPO / "autograder" / "kernel"
@@ -170,7 +171,7 @@ def lesson_figure_problems(nb, untitled: set[str]) -> list[str]:
             for call in re.finditer(rf"\b{helper}\(", code):
                 args = code[call.end():]
                 depth, end = 1, 0
-                for end, char in enumerate(args):
+                for end, char in enumerate(args):  # noqa: B007  (end is read after the loop)
                     depth += {"(": 1, ")": -1}.get(char, 0)
                     if depth == 0:
                         break

@@ -6,8 +6,9 @@ import re
 import nbformat
 import pytest
 
-import coursekit as kit
 from autograder import course
+
+import coursekit as kit
 
 LESSONS = course.lessons()
 

@@ -7,8 +7,9 @@ import shutil
 import nbformat
 import pytest
 
-import coursekit as kit
 from autograder import course
+
+import coursekit as kit
 
 LESSONS = course.lessons()
 

@@ -16,8 +16,9 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-import coursekit as kit
 from autograder import course
+
+import coursekit as kit
 
 LESSON = "03_data_loading"
 pytestmark = [pytest.mark.slow,
