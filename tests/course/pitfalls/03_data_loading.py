@@ -445,7 +445,8 @@ class DigitsDataset(Dataset):
         self.images = (torch.from_numpy(arrays.images[rows]).float().unsqueeze(1) - self.mean) / self.std
         self.labels = torch.from_numpy(arrays.labels[rows]).long()
 ''' + _DIGITS_TAIL,
-        "training statistics, as Python floats": PITFALLS["DigitsDataset"]["validation split normalized with its own statistics"],
+        "training statistics, as Python floats":
+            PITFALLS["DigitsDataset"]["validation split normalized with its own statistics"],
         "images `float32`, `(1, 8, 8)`, normalized":
             PITFALLS["DigitsDataset"]["float64 images (normalized in NumPy, from_numpy keeps float64)"],
         "labels 0-dimensional `torch.long`": PITFALLS["DigitsDataset"]["float labels"],

@@ -726,7 +726,8 @@ RULES = {
         "training mode": PITFALLS["train_one_epoch"]["no model.train(): stays in eval mode after an evaluation"],
         "the model's device":
             PITFALLS["train_one_epoch"]["moves batches to the notebook's global device instead of the model's"],
-        "gradients cleared every batch": PITFALLS["train_one_epoch"]["no zero_grad: gradients accumulate across batches"],
+        "gradients cleared every batch":
+            PITFALLS["train_one_epoch"]["no zero_grad: gradients accumulate across batches"],
         "backward, then step": '''
 def train_one_epoch(model, loader, loss_fn, optimizer):
     device = next(model.parameters()).device
@@ -770,7 +771,8 @@ def train_one_epoch(model, loader, loss_fn, optimizer):
         "no graph": PITFALLS["evaluate"]["records a graph (no torch.no_grad)"],
         "grad mode on afterwards":
             PITFALLS["evaluate"]["torch.set_grad_enabled(False) as a statement: grad mode stays off after evaluate"],
-        "the model's device": PITFALLS["evaluate"]["moves batches to the notebook's global device instead of the model's"],
+        "the model's device":
+            PITFALLS["evaluate"]["moves batches to the notebook's global device instead of the model's"],
         "every batch": PLAUSIBLE["evaluate"]["return inside the loop: only the first batch is evaluated"],
         "the `loss_fn` given": HIDDEN_ONLY["evaluate"][
             "ignores the loss_fn it is given (plain cross-entropy; the visible checks use plain cross-entropy)"],
@@ -789,7 +791,8 @@ def evaluate(model, loader, loss_fn):
     return sum(batch_means) / len(batch_means), correct / count
 ''',
         "class indices":
-            PITFALLS["evaluate"]["labels compared in the wrong dtype: float scores from max(...)[0] against long labels"],
+            PITFALLS["evaluate"]["labels compared in the wrong dtype: float scores from max(...)[0] against long "
+                                 "labels"],
         "a fraction of the samples":
             PLAUSIBLE["evaluate"]["averages the batch accuracies instead of counting correct samples"],
         "two Python floats": '''
@@ -821,7 +824,8 @@ def fit(model, train_loader, val_loader, epochs, optimizer, loss_fn):
     return history
 ''',
         "`epochs` epochs": PLAUSIBLE["fit"]["range(1, epochs): one epoch short"],
-        "three keys": PLAUSIBLE["fit"]["builds the history lazily, so epochs=0 returns {} instead of three empty lists"],
+        "three keys":
+            PLAUSIBLE["fit"]["builds the history lazily, so epochs=0 returns {} instead of three empty lists"],
         "every epoch, in order": PITFALLS["fit"]["keeps only the last epoch's values"],
     },
     "saliency": {
@@ -854,11 +858,13 @@ def saliency(model, x, target):
         "eval mode": PITFALLS["saliency"]["no model.eval(): dropout masks part of the gradient"],
         "mode restored": PLAUSIBLE["saliency"]["does not put the model back in the mode it came in"],
         "on every path": PLAUSIBLE["saliency"]["restores the mode only when nothing raised (no try/finally)"],
-        "gradients on": PLAUSIBLE["saliency"]["no torch.enable_grad(): fails when the caller runs it inside torch.no_grad()"],
+        "gradients on":
+            PLAUSIBLE["saliency"]["no torch.enable_grad(): fails when the caller runs it inside torch.no_grad()"],
         "the caller's `x` unchanged":
             PLAUSIBLE["saliency"]["differentiates the caller's own x (x.requires_grad_()), leaving it changed"],
         "`.grad` unchanged":
-            PLAUSIBLE["saliency"]["backward(), then model.zero_grad(): wipes the gradients the caller was accumulating"],
+            PLAUSIBLE["saliency"]["backward(), then model.zero_grad(): wipes the gradients the caller was "
+                                  "accumulating"],
         "`requires_grad` unchanged": '''
 def saliency(model, x, target):
     was_training = model.training

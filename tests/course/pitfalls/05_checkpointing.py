@@ -372,7 +372,8 @@ def check_state_dict_compatible(model, state_dict):
 # One wrong answer per rule bullet of each spec, breaking that rule alone.
 RULES = {
     "save_checkpoint": {
-        "one dict, `weights_only`-safe": PITFALLS["save_checkpoint"]["pickles the whole model instead of its state_dict"],
+        "one dict, `weights_only`-safe":
+            PITFALLS["save_checkpoint"]["pickles the whole model instead of its state_dict"],
         "`\"model\"`": PITFALLS["save_checkpoint"]["saves the parameters only, so BatchNorm's buffers are lost"],
         "`\"optimizer\"`": PITFALLS["save_checkpoint"]["no optimizer state"],
         "`\"epoch\"`": PLAUSIBLE["save_checkpoint"]["stores the next epoch, epoch + 1"],
@@ -406,7 +407,8 @@ def save_checkpoint(path, model, optimizer, epoch, **extra):
         "`weights_only=True`": PITFALLS["load_checkpoint"]["falls back to weights_only=False when the safe load fails"],
         "into the given model, strictly": PLAUSIBLE["load_checkpoint"][
             "model.load_state_dict(..., strict=False): a file that does not fit loads nothing, silently"],
-        "the optimizer's state": PITFALLS["load_checkpoint"]["no optimizer state: the optimizer restarts from zero moments"],
+        "the optimizer's state":
+            PITFALLS["load_checkpoint"]["no optimizer state: the optimizer restarts from zero moments"],
         "the generator": PITFALLS["load_checkpoint"][
             "no RNG state: the resumed run draws other shuffles and dropout masks"],
         "the saved epoch": PITFALLS["load_checkpoint"]["returns the next epoch instead of the saved one"],
@@ -429,8 +431,10 @@ def load_checkpoint(path, model, optimizer):
         "`num_batches_tracked` too": PITFALLS["check_state_dict_compatible"][
             "asks a strict load on a copy, which lets a missing num_batches_tracked through"],
         "unexpected keys": PITFALLS["check_state_dict_compatible"]["does not report unexpected keys"],
-        "shape mismatches": PITFALLS["check_state_dict_compatible"]["checks the shapes of parameters only, not of buffers"],
-        "nothing else": PLAUSIBLE["check_state_dict_compatible"]["reports dtype mismatches, which a strict load accepts"],
+        "shape mismatches":
+            PITFALLS["check_state_dict_compatible"]["checks the shapes of parameters only, not of buffers"],
+        "nothing else":
+            PLAUSIBLE["check_state_dict_compatible"]["reports dtype mismatches, which a strict load accepts"],
         "a list of strings": '''
 def check_state_dict_compatible(model, state_dict):
     expected = model.state_dict()

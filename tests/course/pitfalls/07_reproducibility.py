@@ -400,8 +400,10 @@ def set_seed(seed):
 RULES = {
     "set_seed": {
         "PyTorch": PLAUSIBLE["set_seed"]["torch.seed() for torch, which seeds from a fresh non-deterministic number"],
-        "NumPy's global generator": PITFALLS["set_seed"]["seeds a new NumPy Generator object instead of the global one"],
-        "Python's `random`": PLAUSIBLE["set_seed"]["random.seed(str(seed)): a string seed gives another state than the int"],
+        "NumPy's global generator":
+            PITFALLS["set_seed"]["seeds a new NumPy Generator object instead of the global one"],
+        "Python's `random`":
+            PLAUSIBLE["set_seed"]["random.seed(str(seed)): a string seed gives another state than the int"],
         "one `seed` for all three": PLAUSIBLE["set_seed"]["seeds torch from a NumPy draw instead of the seed itself"],
         "return nothing": '''
 def set_seed(seed):
