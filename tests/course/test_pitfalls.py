@@ -47,10 +47,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
-import coursekit as kit
 from autograder import course
-from autograder.kernel import protocol
 from autograder.grading import judge
+from autograder.kernel import protocol
+
+import coursekit as kit
 from kernelkit import Kernel
 
 LESSONS = course.lessons()
@@ -353,9 +354,6 @@ def test_every_exercise_has_plausible_wrong_answers_and_a_right_one(lesson):
         assert right.get(exercise), f"{lesson} {exercise}: no entry in RIGHT_ANSWERS"
 
 
-# Lessons whose pitfall module has no RULES table yet (issue 25): 02 and 08 still wait for their rules lists and
-# tables. The set shrinks as each lesson gains its table, down to empty.
-LESSONS_WITHOUT_RULES: set[str] = {"02_modules", "08_mixed_precision"}
 RULES_LEAD = re.compile(r"\bThe rules\b[^:]*:\s*$")
 RULE_KEY = re.compile(r"^- \*\*(.+?)\*\*")
 
@@ -392,13 +390,11 @@ def lessons_with_rules() -> list[str]:
     return [lesson for lesson in LESSONS if getattr(kit.load_pitfall_module(lesson), "RULES", None) is not None]
 
 
-def test_the_lessons_without_a_rules_table_are_known():
-    """Every lesson gets a RULES table; the set of those still without one is exactly the known set."""
+def test_every_lesson_has_a_rules_table():
+    """Every lesson's pitfall module has a RULES table (a new lesson too)."""
     lacking = {lesson for lesson in course.lessons(narrowed=False)
                if getattr(kit.load_pitfall_module(lesson), "RULES", None) is None}
-    assert lacking == LESSONS_WITHOUT_RULES, (
-        f"lessons without RULES: {sorted(lacking)}; expected {sorted(LESSONS_WITHOUT_RULES)} (update the set when a "
-        "lesson gains its table)")
+    assert not lacking, f"lessons without RULES in tests/course/pitfalls/: {sorted(lacking)}"
 
 
 @pytest.mark.parametrize("lesson", lessons_with_rules())

@@ -371,3 +371,44 @@ class RunningMean(nn.Module):
 ''',
     },
 }
+
+# One wrong answer per rule of each spec's rules list: it breaks that rule alone, and loses the exercise's points.
+RULES = {
+    "count_parameters": {
+        "elements, not tensors": PITFALLS["count_parameters"]["counts parameter tensors instead of elements"],
+        "the model and every submodule":
+            PLAUSIBLE["count_parameters"]["walks model.children(), so a module without children counts nothing"],
+        "`trainable_only`": PITFALLS["count_parameters"]["ignores trainable_only and counts frozen parameters"],
+        "a tied weight once":
+            PITFALLS["count_parameters"]["counts module by module, so a tied weight counts twice"],
+        "no buffers": '''
+def count_parameters(model, trainable_only=True):
+    # each Parameter once, but the buffers are added as if they were parameters
+    total = sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
+    return total + sum(b.numel() for b in model.buffers())
+''',
+        "a Python `int`": PLAUSIBLE["count_parameters"][
+            "multiplies the shape with np.prod, which returns a NumPy integer, not a Python int"],
+    },
+    "MLP": {
+        "registered Linear layers": PITFALLS["MLP"]["layers kept in a plain Python list are not registered"],
+        "ReLU between layers": PLAUSIBLE["MLP"]["GELU instead of ReLU between the layers"],
+        "dropout `dropout` after each hidden ReLU": PLAUSIBLE["MLP"][
+            "reads dropout as a keep probability, as TensorFlow 1's keep_prob"],
+        "dropout in train mode only": PITFALLS["MLP"]["F.dropout without self.training stays on in eval mode"],
+        "raw logits": PITFALLS["MLP"]["a softmax at the end returns probabilities, not logits"],
+        "it trains": PLAUSIBLE["MLP"]["nn.Dropout(inplace=True) overwrites the ReLU output that backward needs"],
+    },
+    "RunningMean": {
+        "buffers, in `state_dict`": PITFALLS["RunningMean"]["a plain tensor attribute is lost from state_dict"],
+        "no parameters": PITFALLS["RunningMean"]["a Parameter instead of a buffer would be trained by an optimizer"],
+        "initial values": PLAUSIBLE["RunningMean"]["keeps count as a float tensor, not torch.long"],
+        "cumulative mean by row": PITFALLS["RunningMean"]["averages the batch means instead of the rows"],
+        "centred with the updated mean": PLAUSIBLE["RunningMean"]["centres with the mean from before the update"],
+        "eval mode changes nothing": PITFALLS["RunningMean"]["updates in eval mode too"],
+        "the update is not recorded":
+            PITFALLS["RunningMean"]["updates the buffer outside no_grad, so it carries a graph"],
+        "the output keeps its gradient": PLAUSIBLE["RunningMean"][
+            "@torch.no_grad() on the whole forward, so the output carries no gradient either"],
+    },
+}

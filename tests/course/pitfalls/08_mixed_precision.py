@@ -487,3 +487,63 @@ forward_hook_count = lambda model: 0
 ''',
     },
 }
+
+# One wrong answer per rule of each spec's rules list: it breaks that rule alone, and loses the exercise's points.
+RULES = {
+    "autocast_output_dtypes": {
+        "every submodule, nested ones too": HIDDEN_ONLY["autocast_output_dtypes"][
+            "direct children only (named_children): nested modules are missing"],
+        "inside autocast": PITFALLS["autocast_output_dtypes"]["runs the model outside autocast"],
+        "the `dtype` asked for": PITFALLS["autocast_output_dtypes"]["a fixed dtype instead of the dtype argument"],
+        "the output's dtype": PLAUSIBLE["autocast_output_dtypes"][
+            "forward pre-hooks: records the dtype of each module's input, not its output"],
+        "tensor outputs only": PLAUSIBLE["autocast_output_dtypes"][
+            "records output.dtype without checking that the output is a tensor"],
+        "a new dict each call": PLAUSIBLE["autocast_output_dtypes"]["a mutable default dict shared between calls"],
+        "no hook left": PITFALLS["autocast_output_dtypes"]["forgets to remove the hooks"],
+        "also when the forward pass raises": PLAUSIBLE["autocast_output_dtypes"][
+            "removes the hooks only when the forward pass succeeds (no finally)"],
+    },
+    "amp_train_step": {
+        "gradients cleared first": PITFALLS["amp_train_step"]["no zero_grad (gradients accumulate)"],
+        "forward inside autocast": PITFALLS["amp_train_step"]["the forward pass outside autocast"],
+        "the autocast asked for":
+            PLAUSIBLE["amp_train_step"]["dtype hard-coded to float16 (the dtype argument ignored)"],
+        "backward on the scaled loss": PITFALLS["amp_train_step"]["backward on the unscaled loss"],
+        "the scaler steps": PITFALLS["amp_train_step"]["optimizer.step() instead of scaler.step(optimizer)"],
+        "then it updates": PITFALLS["amp_train_step"]["no scaler.update()"],
+        "no clipping": PLAUSIBLE["amp_train_step"][
+            "clips the gradients before scaler.unscale_ (the threshold meets scaled gradients)"],
+        "the unscaled loss": PITFALLS["amp_train_step"]["returns the scaled loss"],
+        "a Python `float`": PLAUSIBLE["amp_train_step"]["returns the loss tensor, not a Python float"],
+    },
+    "param_memory_bytes": {
+        "frozen ones too": PITFALLS["param_memory_bytes"]["counts only trainable parameters"],
+        "a tied weight once": PITFALLS["param_memory_bytes"]["counts a tied weight twice"],
+        "no buffers": '''
+def param_memory_bytes(model, dtype):
+    # each Parameter once, but the buffers are added as if they were parameters
+    elements = sum(p.numel() for p in model.parameters()) + sum(b.numel() for b in model.buffers())
+    return elements * dtype.itemsize
+''',
+        "bytes of `dtype`":
+            PLAUSIBLE["param_memory_bytes"]["each parameter's own element_size(), not the dtype asked for"],
+        "a Python `int`": PLAUSIBLE["param_memory_bytes"][
+            "bytes per element from torch.finfo(dtype).bits / 8: a float, not an int"],
+    },
+    "max_params_that_fit": {
+        "the margin is kept free": PITFALLS["max_params_that_fit"]["ignores the margin"],
+        "default `margin=0.2`": '''
+def max_params_that_fit(budget_bytes, dtype, margin=0.1):
+    if not 0 <= margin < 1:
+        raise ValueError("margin must be in [0, 1)")
+    return int(budget_bytes * (1 - margin)) // dtype.itemsize
+''',
+        "bytes of `dtype`": PITFALLS["max_params_that_fit"]["ignores the dtype (4 bytes each)"],
+        "round down": HIDDEN_ONLY["max_params_that_fit"]["rounds to the nearest whole number instead of down"],
+        "`margin=0` is allowed":
+            PLAUSIBLE["max_params_that_fit"]["rejects margin=0 (0 < margin instead of 0 <= margin)"],
+        "`ValueError` outside `[0, 1)`": PITFALLS["max_params_that_fit"]["no ValueError for a margin outside [0, 1)"],
+        "a Python `int`": PITFALLS["max_params_that_fit"]["returns a float"],
+    },
+}
