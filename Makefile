@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 # 56 % busy, waiting on kernels, JupyterLab and the grading battery's timeouts. Read when the recipe
 # runs, once the venv (and psutil) is there.
 TEST_WORKERS ?= $(shell $(PY) -c "import os, psutil; print((psutil.cpu_count(logical=False) or os.cpu_count() or 1) + 1)" 2>/dev/null || echo auto)
-PYTEST = $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=15
+PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=15
 export PATH := $(abspath $(BIN)):$(PATH)
 # One BLAS/OpenMP thread per process: the test workers and the grader's jobs already share the
 # cores, and oversubscribed threads spin-wait (a tiny forward pass went from 0.1 ms to 17 ms).

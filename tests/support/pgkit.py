@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -25,9 +26,20 @@ def pg_bin() -> Path | None:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free TCP port for a test server, below the kernel's ephemeral range (32768 and up on Linux).
+
+    Kernels pick their ports from that range (jupyter_client binds port 0 and lets go), so a server given a
+    port from it could take one that a kernel starting at the same moment has just chosen ("Address already
+    in use" in another test's kernel). Below it, only servers started by these tests compete, and each port
+    is checked free before it is returned."""
+    for port in random.sample(range(20000, 32000), 200):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free TCP port between 20000 and 32000")
 
 
 @contextlib.contextmanager
