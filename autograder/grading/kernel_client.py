@@ -73,14 +73,7 @@ class SandboxedKernelManager(AsyncKernelManager):
 
     async def interrupt_kernel(self):
         """SIGINT to the kernel itself: the sandbox's own processes (bwrap) would die of it."""
-        root = kernel_process(self)
-        if root is None:
-            return
-        try:
-            family = [root] + root.children(recursive=True)
-        except psutil.Error:
-            family = [root]
-        for proc in family:
+        for proc in kernel_family(self):
             try:
                 if proc.cmdline()[1:3] == ["-m", "ipykernel_launcher"]:
                     proc.send_signal(signal.SIGINT)
@@ -201,15 +194,19 @@ def kernel_process(km) -> psutil.Process | None:
         return None
 
 
-def kill_kernel_tree(km) -> None:
+def kernel_family(km) -> list:
+    """The kernel's process and its descendants (empty when there is no process)."""
     root = kernel_process(km)
     if root is None:
-        return
+        return []
     try:
-        family = [root] + root.children(recursive=True)
+        return [root] + root.children(recursive=True)
     except psutil.Error:
-        family = [root]
-    for proc in family:
+        return [root]
+
+
+def kill_kernel_tree(km) -> None:
+    for proc in kernel_family(km):
         try:
             proc.kill()
         except psutil.Error:
