@@ -19,6 +19,8 @@ reach the notebooks under ``solutions/`` too. They apply whenever this file is l
 the CUDA cells it collected and ran, and the controller checks the union.
 """
 import os
+import shutil
+import tempfile
 
 import pytest
 
@@ -28,6 +30,7 @@ from autograder.kernel import protocol
 REQUIRES_CUDA = protocol.REQUIRES_CUDA
 SKIP_REASON = "requires CUDA (not available here)"
 EXPECT_CUDA_ENV = "PTE_EXPECT_CUDA"
+SHARED_REFERENCE_CACHE_ENV = "TESTS_REFERENCE_CACHE"   # coursekit.SHARED_REFERENCE_CACHE_ENV
 # requires-cuda cells this process expects to run, and those that did (nodeids); under xdist
 # the controller gathers the workers' lists here.
 _CUDA_CELLS = {"expected": set(), "ran": set()}
@@ -53,6 +56,15 @@ def requires_cuda(item) -> bool:
 def _cell_name(item) -> str:
     cell_id = item.cell.get("id")
     return f"{item.name} (id {cell_id})" if cell_id else item.name
+
+
+def pytest_configure(config):
+    """The controller (or a run without xdist) makes the run's shared reference cache (coursekit.py), before
+    xdist starts the workers that inherit the variable; it is removed when the run ends."""
+    if hasattr(config, "workerinput") or os.environ.get(SHARED_REFERENCE_CACHE_ENV):
+        return
+    os.environ[SHARED_REFERENCE_CACHE_ENV] = tempfile.mkdtemp(prefix="pte-reference-cache-")
+    config.add_cleanup(lambda: shutil.rmtree(os.environ.pop(SHARED_REFERENCE_CACHE_ENV), ignore_errors=True))
 
 
 @pytest.hookimpl(trylast=True)  # after -k / -m deselection, so only cells meant to run are tracked

@@ -6,19 +6,23 @@ One scratch course holds every lesson, each with three submissions that prove th
 - a wrong one: the first listed pitfall of one exercise (it fails a visible check) and a
   HIDDEN_ONLY wrong answer of another (it passes every visible check and fails a hidden
   one). It loses exactly those two exercises' points;
-- for the grading command only, a forger: in up to two exercises, a wrong answer that also
-  forges its evidence (tests/course/pitfalls FORGERIES: `checks` patched so booleans come out
-  True, lying attributes, rewritten instrument records). Those exercises earn nothing.
+- for the grading command only, instead of the solution (the wrong submission keeps the solution's
+  answers in all exercises but two, and the command's own run of the solution is judged below), a
+  forger: in up to two exercises, a wrong answer that also forges its evidence (tests/course/pitfalls
+  FORGERIES: `checks` patched so booleans come out True, lying attributes, rewritten instrument records).
+  Those exercises earn nothing.
 
 Plain nbgrader grades all three (two nbgrader starts, each for half of the lessons, side by
-side); at the same time the grading command grades the solution and the wrong one in a copy of the
+side); at the same time the grading command grades the wrong one and the forger in a copy of the
 course (the battery in test_grading.py grades untouched releases with it).
 
 The release was recorded on this CPU; both graders run with the vector code of an older one
 (test_cross_cpu.EMULATED_CPU), as an instructor who releases on a laptop and grades on a server
 would. Plain nbgrader compares with the stored reference, so it proves that reference stable; the
 grading command judges with the host's own run of the solution and reports every observation
-where that run and the stored reference disagree (there must be none).
+where that run and the stored reference disagree (there must be none). Its run of the solution is also
+judged both ways, as a student's observations are: a release recorded on either CPU grades the other's
+solution with full marks.
 Every other wrong answer is checked, faster, in test_pitfalls.py.
 """
 from __future__ import annotations
@@ -37,6 +41,10 @@ import pytest
 from test_cross_cpu import EMULATED_CPU
 
 from autograder import course
+from autograder.grading import judge
+from autograder.grading.planning import GRADING_DIR
+from autograder.grading.reference import CACHE_DIR
+from autograder.kernel import protocol
 
 import coursekit as kit
 
@@ -114,8 +122,7 @@ def graded(tmp_path_factory):
     # "wrong" keeps the solution's answers in every exercise but two, so it also shows the
     # grading command giving full marks to correct answers; untouched releases are the battery's
     ours = subprocess.Popen([sys.executable, "-m", "autograder", "grade", "--course", str(twin), "--jobs", "2",
-                             "--timeout-s", "300", "--student", "wrong", "--student", "solution", "--student",
-                             "forger"],
+                             "--timeout-s", "300", "--student", "wrong", "--student", "forger"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=other_cpu)
     for folder, proc in plain.items():
         out, _ = proc.communicate(timeout=1800)
@@ -133,21 +140,21 @@ def graded(tmp_path_factory):
                            for s in ("solution", "untouched", "wrong")} for lesson in LESSONS}
     by_grader = {lesson: kit.scores(twin, lesson) for lesson in LESSONS}
     report = json.loads((twin / "grading-report.json").read_text())
-    return {lesson: graded_in(lesson) for lesson in LESSONS}, by_nbgrader, autograded, by_grader, report
+    return {lesson: graded_in(lesson) for lesson in LESSONS}, by_nbgrader, autograded, by_grader, report, twin
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_plain_nbgrader_autograde(graded, lesson):
-    _, by_nbgrader, _, _, _ = graded
+    by_nbgrader = graded[1]
     assert by_nbgrader[lesson] == expected_scores(lesson)   # the forger is only the grading command's
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_grading_command(graded, lesson):
-    _, _, _, by_grader, _ = graded
+    by_grader = graded[3]
     expected = expected_scores(lesson)
     forger = by_grader[lesson].pop("forger")
-    assert by_grader[lesson] == {"solution": expected["solution"], "wrong": expected["wrong"]}
+    assert by_grader[lesson] == {"wrong": expected["wrong"]}
     # the forged exercises earn nothing; a patch of the checks may cost the forger other exercises too
     # (it forces booleans there as well), never more than their points
     forged = forgeries(lesson)
@@ -161,6 +168,29 @@ def test_host_reference_agrees_with_the_stored_one(graded, lesson):
     used = graded[4]["references"][lesson]
     assert used["source"] == "host" and not used["problem"], used
     assert used["differences"] == [], f"{lesson}: platform-sensitive observations: {used['differences']}"
+
+
+def judge_all(reference: dict[str, list[dict]], observed: dict[str, list[dict]]) -> dict[str, str]:
+    """test cell -> why the judge rejects ``observed`` against ``reference`` (empty when it accepts all)."""
+    rejected = {}
+    for test, entries in reference.items():
+        payloads = [{"value": entry["value"]} for entry in observed.get(test, [])]
+        verdict = judge.judge_cell(entries, payloads, finished=True)
+        if not verdict.passed:
+            rejected[test] = verdict.reason
+    return rejected
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_judge_accepts_the_other_cpus_observations(graded, lesson):
+    """The grading command's run of the solution, under the emulated CPU (its reference cache), judged as a
+    student's observations against the stored reference, and the stored ones against it."""
+    used, twin = graded[4]["references"][lesson], graded[5]
+    emulated = protocol.Reference.read(twin / GRADING_DIR / CACHE_DIR / f"{lesson}-{used['key']}.json").cells
+    stored = judge.load_reference(course.REPO_ROOT / "solutions", lesson)
+    assert set(emulated) == set(stored)
+    assert judge_all(stored, emulated) == {}, "released here, graded on the other CPU"
+    assert judge_all(emulated, stored) == {}, "released on the other CPU, graded here"
 
 
 @pytest.mark.parametrize("lesson", LESSONS)

@@ -7,6 +7,7 @@ ones) has grade id ``test_X`` and carries all of the exercise's points.
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import shutil
 import subprocess
@@ -15,6 +16,8 @@ from pathlib import Path
 import nbformat
 
 from autograder import course
+from autograder.grading.planning import GRADING_DIR
+from autograder.grading.reference import CACHE_DIR
 from autograder.kernel import protocol
 
 REPO = course.REPO_ROOT
@@ -85,9 +88,21 @@ def load_pitfalls(lesson: str) -> dict[str, dict[str, str]]:
     return getattr(module, "PITFALLS", {}) if module else {}
 
 
+# The grading command runs each lesson's solution once per course, on this host, and caches what it observed
+# (autograder/grading/reference.py, keyed by the solution files, the CPU, its dispatch settings and the
+# thread count). The scratch courses of one test run share that cache through this folder, so a lesson's
+# reference runs once per key, not once per class; a class that changes the solution gets another key.
+SHARED_REFERENCE_CACHE_ENV = "TESTS_REFERENCE_CACHE"
+
+
 def make_scratch_course(root: Path, lesson_ids: list[str]) -> Path:
-    """A throwaway copy of the course (config + solutions) with its own gradebook and release."""
+    """A throwaway copy of the course (config + solutions) with its own gradebook and release; its reference
+    cache is the run's shared one (``TESTS_REFERENCE_CACHE``, set by tests/conftest.py) when there is one."""
     root.mkdir(parents=True, exist_ok=True)
+    shared = os.environ.get(SHARED_REFERENCE_CACHE_ENV)
+    if shared:
+        (root / GRADING_DIR).mkdir(exist_ok=True)
+        (root / GRADING_DIR / CACHE_DIR).symlink_to(shared, target_is_directory=True)
     shutil.copy(REPO / "nbgrader_config.py", root / "nbgrader_config.py")
     for lesson in lesson_ids:
         shutil.copytree(REPO / "solutions" / lesson, root / "solutions" / lesson)
