@@ -11,10 +11,11 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 PYTEST_ARGS ?=
 # pytest-xdist workers: independent groups of tests (see tests/support/grouping.py) share the cores.
 # One more than the physical cores (what -n auto would take): with one per core they kept the CPU only
-# 56 % busy, waiting on kernels, JupyterLab and the grading battery's timeouts. Read when the recipe
-# runs, once the venv (and psutil) is there.
+# about half busy (user+sys over wall time x cores), waiting on kernels, JupyterLab, Slurm and the grading
+# battery's timeouts. `=`, not `:=`: read when the recipe runs, once the venv (and psutil) is there, so a
+# fresh clone gets the same count as a second run.
 TEST_WORKERS ?= $(shell $(PY) -c "import os, psutil; print((psutil.cpu_count(logical=False) or os.cpu_count() or 1) + 1)" 2>/dev/null || echo auto)
-PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=15
+PYTEST = $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=15
 export PATH := $(abspath $(BIN)):$(PATH)
 # One BLAS/OpenMP thread per process: the test workers and the grader's jobs already share the
 # cores, and oversubscribed threads spin-wait (a tiny forward pass went from 0.1 ms to 17 ms).

@@ -1,18 +1,20 @@
 """The real round trip, for every lesson: plain `nbgrader autograde` and `python -m autograder grade`.
 
-One scratch course holds every lesson, each with three submissions that prove the plumbing:
-- the solution (full marks);
+One scratch course holds every lesson, each with the submissions that prove the plumbing:
 - the untouched release (zero);
 - a wrong one: the first listed pitfall of one exercise (it fails a visible check) and a
   HIDDEN_ONLY wrong answer of another (it passes every visible check and fails a hidden
   one). It loses exactly those two exercises' points;
-- for the grading command only, instead of the solution (the wrong submission keeps the solution's
-  answers in all exercises but two, and the command's own run of the solution is judged below), a
-  forger: in up to two exercises, a wrong answer that also forges its evidence (tests/course/pitfalls
-  FORGERIES: `checks` patched so booleans come out True, lying attributes, rewritten instrument records).
-  Those exercises earn nothing.
+- for the grading command only, a forger: in up to two exercises, a wrong answer that also forges its
+  evidence (tests/course/pitfalls FORGERIES: `checks` patched so booleans come out True, lying
+  attributes, rewritten instrument records). Those exercises earn nothing.
 
-Plain nbgrader grades all three (two nbgrader starts, each for half of the lessons, side by
+No student hands in the solution itself: the wrong submission keeps its answers in every exercise but
+two, and the solution's own hidden checks pass against the stored reference in nbval's run of
+solutions/ (on this CPU, on the emulated one, under the rounding jitter), the same in-kernel
+comparison plain nbgrader scores.
+
+Plain nbgrader grades both (two nbgrader starts, each for half of the lessons, side by
 side); at the same time the grading command grades the wrong one and the forger in a copy of the
 course (the battery in test_grading.py grades untouched releases with it).
 
@@ -81,8 +83,7 @@ def max_points(lesson: str) -> dict[str, float]:
 
 def expected_scores(lesson: str) -> dict[str, dict[str, float]]:
     full = max_points(lesson)
-    return {"solution": full, "untouched": {name: 0 for name in full},
-            "wrong": dict(full, **{name: 0 for name in wrong_answers(lesson)})}
+    return {"untouched": {name: 0 for name in full}, "wrong": dict(full, **{name: 0 for name in wrong_answers(lesson)})}
 
 
 # plain nbgrader grades the course in two halves at once (lessons with odd and even numbers)
@@ -104,7 +105,6 @@ def graded(tmp_path_factory):
     for lesson in LESSONS:
         release_nb = kit.release_notebook(root, lesson)
         solution_nb = nbformat.read(course.solution_path(lesson), as_version=4)
-        kit.submit(root, "solution", lesson, kit.fill_answers(release_nb, solution_nb))
         kit.submit(root, "untouched", lesson, release_nb)
         kit.submit(root, "wrong", lesson, kit.fill_answers(release_nb, solution_nb, wrong_answers(lesson)))
     even, twin = root.parent / "course-even", root.parent / "course-grading-command"
@@ -137,7 +137,7 @@ def graded(tmp_path_factory):
     by_nbgrader = {lesson: kit.scores(graded_in(lesson), lesson) for lesson in LESSONS}
     autograded = {lesson: {s: nbformat.read(graded_in(lesson) / "autograded" / s / lesson / f"{lesson}.ipynb",
                                             as_version=4)
-                           for s in ("solution", "untouched", "wrong")} for lesson in LESSONS}
+                           for s in ("untouched", "wrong")} for lesson in LESSONS}
     by_grader = {lesson: kit.scores(twin, lesson) for lesson in LESSONS}
     report = json.loads((twin / "grading-report.json").read_text())
     return {lesson: graded_in(lesson) for lesson in LESSONS}, by_nbgrader, autograded, by_grader, report, twin
@@ -159,7 +159,7 @@ def test_grading_command(graded, lesson):
     # (it forces booleans there as well), never more than their points
     forged = forgeries(lesson)
     assert {name: forger[name] for name in forged} == {name: 0 for name in forged}, forger
-    assert all(0 <= forger[name] <= points for name, points in expected["solution"].items()), forger
+    assert all(0 <= forger[name] <= points for name, points in max_points(lesson).items()), forger
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
@@ -219,14 +219,15 @@ def test_feedback_and_export(graded):
     """The instructor's next steps work on the graded class: feedback HTML and a grades CSV."""
     lesson = LESSONS[0]
     root = graded[0][lesson]
-    subprocess.run(course.nbgrader_cmd("generate_feedback", lesson, "--student", "solution", "--force",
+    subprocess.run(course.nbgrader_cmd("generate_feedback", lesson, "--student", "wrong", "--force",
                                        "--log-level=ERROR"), cwd=root, check=True)
-    html = (root / "feedback" / "solution" / lesson / f"{lesson}.html").read_text()
+    html = (root / "feedback" / "wrong" / lesson / f"{lesson}.html").read_text()
     first_test = next(iter(kit.exercises(kit.release_notebook(root, lesson))))
     assert first_test in html
     subprocess.run(course.nbgrader_cmd("export", "--log-level=ERROR"), cwd=root, check=True)
     with open(root / "grades.csv") as handle:
         rows = {(r["assignment"], r["student_id"]): r for r in csv.DictReader(handle)}
-    solution_row = rows[(lesson, "solution")]
-    assert float(solution_row["score"]) == float(solution_row["max_score"]) == sum(max_points(lesson).values())
+    wrong_row, full = rows[(lesson, "wrong")], max_points(lesson)
+    assert float(wrong_row["max_score"]) == sum(full.values())
+    assert float(wrong_row["score"]) == sum(full.values()) - sum(full[name] for name in wrong_answers(lesson))
     assert float(rows[(lesson, "untouched")]["score"]) == 0.0

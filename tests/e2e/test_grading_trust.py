@@ -10,7 +10,7 @@ honest output never costs points (all under `python -m autograder grade`, next t
   the history, the frames, linecache, the garbage collector's objects) from inside the tested
   function and from a later cell. Its feedback holds no marker, and it keeps full marks.
 - A correct submission that writes to stderr, warns, and prints past the output cap inside a test
-  cell keeps full marks, the same in five regrades.
+  cell keeps full marks, the same in three regrades.
 """
 from __future__ import annotations
 
@@ -191,14 +191,16 @@ def test_feedback_never_carries_hidden_tests(graded):
     assert "All checks passed: shares_storage" in feedback_text(root, "honest")
 
 
-def test_honest_noise_keeps_full_marks_in_five_regrades(graded):
+def test_honest_noise_keeps_full_marks_in_three_regrades(graded):
+    """The noisy student alone (the battery regrades honest ones: test_grading.py)."""
     root, _, _ = graded
     rows_seen = []
-    for _ in range(5):
-        proc = grade(root, "honest", "noisy")
+    for _ in range(3):
+        proc = grade(root, "noisy")
         assert proc.returncode == 0, proc.stderr
         with open(root / "grades.csv", newline="") as handle:
             rows = {r["student_id"]: r for r in csv.DictReader(handle) if r["student_id"] in ("honest", "noisy")}
+        assert set(rows) == {"honest", "noisy"}, rows
         assert all(float(r["score"]) == 10.0 for r in rows.values()), rows
         rows_seen.append(rows)
     assert all(rows == rows_seen[0] for rows in rows_seen)

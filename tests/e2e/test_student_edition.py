@@ -33,6 +33,7 @@ from autograder import course, edition
 from autograder.kernel import protocol, selfcheck
 
 import coursekit as kit
+import kernel_tally
 
 LESSONS = course.lessons()
 ALL_LESSONS = course.lessons(narrowed=False)
@@ -266,6 +267,8 @@ def checked(scratch, lab):
     TIMINGS["make check, CPU s"] = _children_cpu() - cpu
     assert report.exists(), proc.stdout + proc.stderr
     reports = json.loads(report.read_text())["notebooks"]
+    for _ in reports:   # a kernel per notebook; the copy's own PYTHONPATH has no tally, so it is counted here
+        kernel_tally.tally.record("cold")
     TIMINGS["notebooks (s)"] = {r["notebook"]: r["seconds"] for r in reports}
     by_path = {(copy / r["notebook"]).resolve(): r for r in reports}
     return {"proc": proc,
