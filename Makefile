@@ -15,7 +15,10 @@ PYTEST_ARGS ?=
 # battery's timeouts. `=`, not `:=`: read when the recipe runs, once the venv (and psutil) is there, so a
 # fresh clone gets the same count as a second run.
 TEST_WORKERS ?= $(shell $(PY) -c "import os, psutil; print((psutil.cpu_count(logical=False) or os.cpu_count() or 1) + 1)" 2>/dev/null || echo auto)
-PYTEST = $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=15
+# nbval's kernels fork from a warm template (autograder/warm; tests/e2e/test_warm_kernels.py proves their
+# outputs and observations identical to cold kernels'); NBVAL_KERNEL=python3 for cold ones.
+NBVAL_KERNEL ?= pte-warm
+PYTEST = $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=15 --nbval-kernel-name $(NBVAL_KERNEL)
 export PATH := $(abspath $(BIN)):$(PATH)
 # One BLAS/OpenMP thread per process: the test workers and the grader's jobs already share the
 # cores, and oversubscribed threads spin-wait (a tiny forward pass went from 0.1 ms to 17 ms).
@@ -31,6 +34,7 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(PY) -m autograder.warm install > /dev/null
 	touch $(STAMP)
 
 ## Start JupyterLab on the student notebooks (pass extra options with LAB_ARGS='...').

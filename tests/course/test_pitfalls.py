@@ -47,7 +47,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder import course
+from autograder import course, warm
 from autograder.grading import judge
 from autograder.kernel import protocol
 
@@ -153,7 +153,8 @@ class LessonSession:
         self.nb = nbformat.read(course.solution_path(lesson), as_version=4)
         self.exercises = kit.exercises(self.nb)
         self.reference = judge.load_reference(course.REPO_ROOT / "solutions", lesson)
-        self.kernel = Kernel(course.solution_path(lesson).parent,
+        # warm: forked from a template (tests/e2e/test_warm_kernels.py proves it changes no observation)
+        self.kernel = Kernel(course.solution_path(lesson).parent, kernel_name=warm.KERNEL_NAME,
                              env=dict(os.environ, PTE_OBSERVE="compare", MPLBACKEND="agg"))
         self.setup_error = None
         for cell in cells_to_run(self.nb):

@@ -18,10 +18,11 @@ class Result:
 
 
 class Kernel:
-    """One python3 kernel in ``cwd``; ``run`` executes code and waits for it to finish."""
+    """One kernel in ``cwd`` (python3, or ``kernel_name``); ``run`` executes code and waits for it to finish."""
 
-    def __init__(self, cwd: Path, env: dict[str, str] | None = None, timeout: float = 120):
-        self.km = KernelManager(kernel_name="python3")
+    def __init__(self, cwd: Path, env: dict[str, str] | None = None, timeout: float = 120,
+                 kernel_name: str = "python3"):
+        self.km = KernelManager(kernel_name=kernel_name)
         self.km.start_kernel(cwd=str(cwd), env=env)
         self.kc = self.km.client()
         self.kc.start_channels()

@@ -7,7 +7,7 @@ import shutil
 import subprocess
 import sys
 
-from autograder import course
+from autograder import course, warm
 
 LESSONS = course.lessons()
 
@@ -27,7 +27,9 @@ def run_nbval(root, env: dict[str, str], *plugins: str) -> subprocess.CompletedP
                                                       str(course.REPO_ROOT / "tests" / "support"),
                                                       env.get("PYTHONPATH")]))
     options = [item for plugin in ("conftest", *plugins) for item in ("-p", plugin)]
+    # warm kernels, as make test's own nbval run (tests/e2e/test_warm_kernels.py proves them the same)
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:xdist", *options, "-q",
+                           "--nbval-kernel-name", warm.KERNEL_NAME,
                            "--rootdir", str(course.REPO_ROOT), "-c", str(course.REPO_ROOT / "pyproject.toml"),
                            str(root)], cwd=course.REPO_ROOT, env=env, capture_output=True, text=True, timeout=1500)
 

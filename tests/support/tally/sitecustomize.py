@@ -13,7 +13,8 @@ import sys
 
 TALLY_ENV = "TESTS_KERNEL_TALLY"   # not PTE_: the student-edition test drops those
 OWNER_ENV = "TESTS_KERNEL_TALLY_OWNER"
-TARGETS = {"jupyter_client.provisioning.local_provisioner": "LocalProvisioner"}
+TARGETS = {"jupyter_client.provisioning.local_provisioner": "LocalProvisioner",
+           "autograder.warm.provisioner": "ForkingProvisioner"}
 
 
 def record(how: str) -> None:
@@ -31,15 +32,26 @@ def record(how: str) -> None:
 
 def patch(module) -> None:
     cls = getattr(module, TARGETS[module.__name__])
-    if getattr(cls, "_pte_tallied", False):
+    if cls.__dict__.get("_pte_tallied", False):
         return
-    launch = cls.launch_kernel
+    if cls.__name__ == "ForkingProvisioner":   # a warm start: its _fork returned no reason to go cold
+        fork = cls._fork
 
-    async def launch_kernel(self, cmd, **kwargs):
-        record("cold")
-        return await launch(self, cmd, **kwargs)
+        async def _fork(self, cmd, env, kwargs):
+            reason = await fork(self, cmd, env, kwargs)
+            if reason is None:
+                record("warm")
+            return reason
 
-    cls.launch_kernel = launch_kernel
+        cls._fork = _fork
+    else:   # every cold start, a warm provisioner's fallback included (it calls LocalProvisioner's)
+        launch = cls.launch_kernel
+
+        async def launch_kernel(self, cmd, **kwargs):
+            record("cold")
+            return await launch(self, cmd, **kwargs)
+
+        cls.launch_kernel = launch_kernel
     cls._pte_tallied = True
 
 

@@ -1,0 +1,228 @@
+"""The launcher's side of warm templates: one per key in this process, and the kernels they fork.
+
+A ``Template`` is one ``python -m autograder.warm.template`` process and its socket (the protocol is in that
+module's docstring). Templates are kept per key: the Python, the venv, this process's CPU affinity and every
+variable of the kernel's environment that an import reads (``KEY_PREFIXES``, ``KEY_NAMES``: torch, MKL,
+oneDNN, OpenMP, OpenBLAS, NumPy, Python, matplotlib, IPython, traitlets, the locale); a template runs with
+only those and ``PATH``. A template found dead is replaced by a new one (logged). Each template ends when
+this process closes its socket: ``close_templates()``, at exit, or when this process dies.
+
+A ``ForkedProcess`` is what LocalProvisioner needs of a ``Popen`` for a kernel that is the template's child,
+not ours: a pidfd says when it has ended and carries signals (immune to pid reuse); its exit status is the
+one the template reports.
+"""
+import asyncio
+import atexit
+import hashlib
+import itertools
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+KEY_PREFIXES = ("OMP_", "MKL_", "KMP_", "GOMP_", "ONEDNN_", "DNNL_", "ATEN_", "TORCH", "PYTORCH_", "CUDA_", "NVIDIA_",
+                "TRITON_", "LD_", "PYTHON", "OPENBLAS_", "NUMPY_", "NPY_", "MPL", "IPYTHON", "TRAITLETS_", "LC_",
+                "XDG_", "PTE_WARM_TEST_")
+KEY_NAMES = ("HOME", "TMPDIR", "LANG", "LANGUAGE", "MATPLOTLIBRC")
+READY_TIMEOUT_S = 300.0   # a template imports torch: seconds on an idle machine, a minute on a loaded one
+REPLY_TIMEOUT_S = 30.0
+
+_templates: dict[str, "Template"] = {}
+_registry_lock = threading.Lock()
+
+
+class TemplateGone(RuntimeError):
+    """The template exited or closed its socket."""
+
+
+class Template:
+    """The launcher's side of one template process."""
+
+    def __init__(self, env: dict[str, str]):
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.started = time.perf_counter()
+        self.proc = subprocess.Popen([sys.executable, "-m", "autograder.warm.template", str(theirs.fileno())],
+                                     pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=env, cwd="/",
+                                     start_new_session=True)
+        theirs.close()
+        ours.setblocking(False)
+        self.sock, self.pid, self.owner = ours, self.proc.pid, os.getpid()
+        self.ready: dict | None = None
+        self.replies: dict[int, dict] = {}
+        self.exits: dict[int, int] = {}
+        self.eof = False
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+
+    def alive(self) -> bool:
+        return not self.eof and self.proc.poll() is None
+
+    def drain(self) -> None:
+        """Read every message waiting on the socket."""
+        with self._lock:
+            while not self.eof:
+                try:
+                    data = self.sock.recv(1 << 16)
+                except BlockingIOError:
+                    return
+                except OSError:
+                    data = b""
+                if not data:
+                    self.eof = True
+                    return
+                message = json.loads(data)
+                if "ready" in message:
+                    self.ready = {**message, "wall": round(time.perf_counter() - self.started, 3)}
+                elif "exit" in message:
+                    self.exits[message["exit"]] = message["status"]
+                else:
+                    self.replies[message["id"]] = message
+
+    async def _until(self, get, timeout: float, pause: float):
+        deadline = time.monotonic() + timeout
+        while True:
+            self.drain()
+            value = get()
+            if value is not None:
+                return value
+            if not self.alive():
+                raise TemplateGone(f"template {self.pid} exited ({self.proc.poll()})")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"template {self.pid} did not answer in {timeout:.0f} s")
+            await asyncio.sleep(pause)
+
+    async def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> dict:
+        return await self._until(lambda: self.ready, timeout, 0.01)
+
+    async def fork(self, request: dict, fds: list[int]) -> dict:
+        """Ask for one kernel: ``{"pid": N}`` or ``{"cold": reason}``."""
+        await self.wait_ready()
+        request = {**request, "id": next(self._ids)}
+        socket.send_fds(self.sock, [json.dumps(request).encode()], fds)
+        return await self._until(lambda: self.replies.pop(request["id"], None), REPLY_TIMEOUT_S, 0.001)
+
+    def exit_status(self, pid: int, wait_s: float) -> int | None:
+        """The child's exit status as the template reported it; None when it cannot (the template is gone)."""
+        deadline = time.monotonic() + wait_s
+        while pid not in self.exits and self.alive() and time.monotonic() < deadline:
+            select.select([self.sock], [], [], max(0.0, deadline - time.monotonic()))
+            self.drain()
+        return self.exits.pop(pid, None)
+
+    def close(self, wait_s: float = 0.0) -> None:
+        self.sock.close()   # EOF: the template exits
+        if wait_s:
+            try:
+                self.proc.wait(wait_s)
+            except subprocess.TimeoutExpired:
+                self.proc.terminate()
+
+
+class ForkedProcess:
+    """What LocalProvisioner needs of a Popen, for a kernel forked by a template (not this process's child)."""
+
+    stdin = stdout = stderr = None
+
+    def __init__(self, pid: int, template: Template, args: list[str]):
+        self.pid, self.args, self.returncode = pid, args, None
+        self._template = template
+        self._pidfd: int | None = os.pidfd_open(pid)   # readable once the process has ended; immune to pid reuse
+        self._signalled = 0
+        template.drain()
+        if pid in template.exits:   # ended (and reaped) before the pidfd was opened: the pidfd may not be its
+            self.returncode = template.exits.pop(pid)
+            os.close(self._pidfd)
+            self._pidfd = None
+
+    def _settle(self) -> None:
+        status = self._template.exit_status(self.pid, wait_s=2.0)
+        self.returncode = status if status is not None else -self._signalled
+        os.close(self._pidfd)
+        self._pidfd = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None and select.select([self._pidfd], [], [], 0)[0]:
+            self._settle()
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            if not select.select([self._pidfd], [], [], timeout)[0]:
+                raise subprocess.TimeoutExpired(self.args, timeout)
+            self._settle()
+        return self.returncode
+
+    def send_signal(self, signum: int) -> None:
+        if self.returncode is None:
+            self._signalled = signum
+            signal.pidfd_send_signal(self._pidfd, signum)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def __del__(self):
+        if getattr(self, "_pidfd", None) is not None:
+            os.close(self._pidfd)
+
+
+def keyed(name: str) -> bool:
+    """Does an import (torch, MKL, oneDNN, OpenMP, Python, matplotlib) read this variable?"""
+    return name.startswith(KEY_PREFIXES) or name in KEY_NAMES
+
+
+def template_key(env: dict[str, str]) -> str:
+    parts = [sys.executable, sys.prefix, sorted(os.sched_getaffinity(0)), sorted(filter(keyed, env))]
+    parts.append([env[name] for name in parts[-1]])
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
+
+
+def get_template(env: dict[str, str], log=None) -> Template:
+    """This process's template for ``env``'s key, started (importing in the background) if there is none."""
+    key = template_key(env)
+    with _registry_lock:
+        template = _templates.get(key)
+        if template is not None and not template.alive():
+            if log is not None:
+                log.warning("pte-warm: template %s ended (%s); starting a new one", template.pid, template.proc.poll())
+            template.close()
+            template = None
+        if template is None:
+            template_env = {name: value for name, value in env.items() if keyed(name) or name == "PATH"}
+            template = _templates[key] = Template(template_env)
+        return template
+
+
+def prestart(env: dict[str, str] | None = None) -> Template:
+    """Start the template a kernel with ``env`` (default: this process's) will fork from; returns at once."""
+    return get_template(dict(os.environ if env is None else env))
+
+
+def close_templates() -> None:
+    """End this process's templates (at exit, or sooner to give their memory back); kernels forked from
+    them end too (their parent poller sees the template go). A later kernel starts a new template."""
+    with _registry_lock:
+        for template in _templates.values():
+            if template.owner == os.getpid():
+                template.close(wait_s=1.0)
+        _templates.clear()
+
+
+def _forget_in_child() -> None:
+    """A fork of this process must not share its templates' sockets: close its copies, keep the templates."""
+    global _registry_lock
+    _registry_lock = threading.Lock()
+    for template in _templates.values():
+        template.sock.close()
+    _templates.clear()
+
+
+atexit.register(close_templates)
+os.register_at_fork(after_in_child=_forget_in_child)

@@ -1,0 +1,144 @@
+"""``ForkingProvisioner``: a jupyter_client kernel provisioner that forks kernels from a warm template.
+
+Named ``pte-forking`` (entry point ``jupyter_client.kernel_provisioners``) and used by the ``pte-warm``
+kernelspec (``python -m autograder.warm install``). A kernel asked for with ``python -m ipykernel_launcher``
+is forked from a template (``autograder.warm.template``) that has already imported torch, matplotlib and
+ipykernel; anything else, or anything the template cannot do soundly, starts cold, as ``LocalProvisioner``
+does, with the reason logged (warning). Cold when:
+
+- not Linux (the child is tracked through a pidfd), or ``PTE_WARM=0`` in the kernel's environment;
+- the command is not ``<this venv's python> -m ipykernel_launcher ...``;
+- CUDA asked for: ``CUDA_VISIBLE_DEVICES`` set to a device and an NVIDIA driver present (the template never
+  initialises CUDA; a child could, but the course keeps GPU kernels cold, simple and proven);
+- coverage measurement asked (``COVERAGE_PROCESS_START``), a stdin or an output pipe asked of the launcher,
+  other ``Popen`` options, a ``matplotlibrc`` in the kernel's folder (matplotlib reads it at import);
+- the template answers ``cold`` (a thread or ZMQ context in it, CUDA initialised) or died during the request.
+
+Templates are kept per key (the environment variables an import reads, the Python, the venv, the CPU
+affinity) in ``autograder.warm.pool``, which also holds ``ForkedProcess``, the kernel's Popen stand-in.
+
+The kernel's ``JPY_PARENT_PID`` is the template's pid (the launcher's for a cold kernel): ipykernel's
+ParentPollerUnix watches the process's real parent, so a kernel still ends when its launcher dies (launcher
+gone -> template sees EOF and exits -> kernel's poller sees its parent go), and the kernel does not print its
+connection banner (it prints it when the variable is absent), as a cold kernel does not.
+"""
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+from jupyter_client.provisioning.local_provisioner import LocalProvisioner
+
+from autograder.warm.pool import ForkedProcess, TemplateGone, get_template
+
+POPEN_OPTIONS = {"env", "cwd", "independent", "stdin", "stdout", "stderr", "extra_arguments", "kernel_id"}
+NVIDIA_DEVICE = "/dev/nvidiactl"   # present where an NVIDIA driver is loaded
+
+
+def cuda_requested(env: dict[str, str]) -> bool:
+    devices = env.get("CUDA_VISIBLE_DEVICES", "").strip()
+    return devices not in ("", "-1") and os.path.exists(NVIDIA_DEVICE)
+
+
+def cold_reason(cmd: list[str], env: dict[str, str], kwargs: dict) -> str | None:
+    """Why this kernel must start cold, or None when a template may fork it."""
+    if not sys.platform.startswith("linux") or not hasattr(os, "pidfd_open"):
+        return f"not Linux with pidfd ({sys.platform})"
+    if env.get("PTE_WARM") == "0":
+        return "PTE_WARM=0"
+    if len(cmd) < 3 or cmd[1:3] != ["-m", "ipykernel_launcher"]:
+        return f"not an ipykernel_launcher command: {cmd[:3]}"
+    python = os.path.abspath(os.path.expanduser(cmd[0]))
+    if python != sys.executable and os.path.dirname(python) != os.path.dirname(sys.executable):
+        return f"another Python ({python}, not {sys.executable})"
+    if cuda_requested(env):
+        return f"CUDA requested (CUDA_VISIBLE_DEVICES={env['CUDA_VISIBLE_DEVICES']})"
+    if env.get("COVERAGE_PROCESS_START") or env.get("COVERAGE_PROCESS_CONFIG"):
+        return "coverage measurement asked (COVERAGE_PROCESS_START)"
+    others = sorted(set(kwargs) - POPEN_OPTIONS)
+    if others:
+        return f"Popen options {others}"
+    if kwargs.get("stdin") is not None:
+        return "the launcher gave the kernel a stdin"
+    if subprocess.PIPE in (kwargs.get("stdout"), kwargs.get("stderr")):
+        return "the launcher reads the kernel's output through a pipe"
+    cwd = str(kwargs.get("cwd") or os.getcwd())
+    if not os.path.isdir(cwd):
+        return f"the kernel's folder {cwd} is not a folder"
+    if os.path.exists(os.path.join(cwd, "matplotlibrc")):
+        return f"a matplotlibrc in the kernel's folder {cwd}"
+    return None
+
+
+def _stream(value, default: int, opened: list[int]) -> int:
+    """The file descriptor a cold kernel's stdout/stderr would be, given Popen's argument."""
+    if value is None:
+        fd = default
+    elif value == subprocess.DEVNULL:
+        fd = -1
+    else:
+        fd = value if isinstance(value, int) else value.fileno()
+    try:
+        os.fstat(fd)
+        return fd
+    except OSError:   # closed here, or DEVNULL: the kernel writes to /dev/null
+        opened.append(os.open(os.devnull, os.O_WRONLY))
+        return opened[-1]
+
+
+def _umask() -> int:
+    """This process's umask, read without setting it (os.umask would race with other threads)."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    return 0o022
+
+
+class ForkingProvisioner(LocalProvisioner):
+    """LocalProvisioner whose kernels are forked from a warm template where that is sound."""
+
+    async def launch_kernel(self, cmd: list[str], **kwargs):
+        env = dict(os.environ if kwargs.get("env") is None else kwargs["env"])
+        reason = cold_reason(cmd, env, kwargs)
+        if reason is None:
+            try:
+                reason = await self._fork(cmd, env, kwargs)
+            except (TemplateGone, TimeoutError, OSError) as error:
+                reason = f"template failed: {error}"
+        if reason is not None:
+            self.log.warning("pte-warm: cold start: %s", reason)
+            return await super().launch_kernel(cmd, **kwargs)   # LocalProvisioner's
+        return self.connection_info
+
+    async def _fork(self, cmd: list[str], env: dict[str, str], kwargs: dict) -> str | None:
+        """Fork the kernel and set what LocalProvisioner.launch_kernel sets; the reason to go cold, or None."""
+        template = get_template(env, self.log)
+        if kwargs.get("independent"):
+            env.pop("JPY_PARENT_PID", None)
+        else:
+            env["JPY_PARENT_PID"] = str(template.pid)   # the real parent: see the module's docstring
+        cwd = kwargs.get("cwd") or pathlib.Path.cwd()
+        opened: list[int] = []
+        try:
+            fds = [_stream(kwargs.get("stdout"), 1, opened), _stream(kwargs.get("stderr"), 2, opened)]
+            if kwargs.get("stderr") == subprocess.STDOUT:
+                fds[1] = fds[0]
+            argv = [os.path.expanduser(arg) for arg in cmd[1:]]
+            request = {"argv": argv, "env": env, "cwd": str(cwd), "umask": _umask()}
+            started = time.perf_counter()
+            reply = await template.fork(request, fds)
+        finally:
+            for fd in opened:
+                os.close(fd)
+        if "cold" in reply:
+            return f"the template answered: {reply['cold']}"
+        # LocalProvisioner.launch_kernel's bookkeeping, with a ForkedProcess in place of its Popen
+        self.process = ForkedProcess(reply["pid"], template, cmd)
+        self.pid = self.process.pid
+        self.pgid = os.getpgid(self.pid)   # == pid: the template replies once the child has called setsid()
+        self.cwd = cwd
+        self.log.info("pte-warm: kernel %s forked from template %s in %.3f s", self.pid, template.pid,
+                      time.perf_counter() - started)
+        return None

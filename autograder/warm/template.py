@@ -1,0 +1,248 @@
+"""The warm-kernel template: a Python that has imported what every lesson imports, and forks kernels.
+
+Started by ``autograder.warm.pool`` (never by hand) as ``python -m autograder.warm.template FD`` with
+``cwd="/"``, its stdin on ``/dev/null`` and ``FD`` its end of an ``AF_UNIX``/``SOCK_SEQPACKET`` socket pair.
+One JSON object per message:
+
+- template -> launcher, once imported: ``{"ready": pid, "seconds": import time}``;
+- launcher -> template: ``{"id": n, "argv": [...], "env": {...}, "cwd": "...", "umask": m}`` with two file
+  descriptors attached (``SCM_RIGHTS``): the kernel's stdout and stderr, the ones a cold kernel would inherit;
+  ``argv`` is the kernel's command after the Python (``["-m", "ipykernel_launcher", "-f", file]``);
+- template -> launcher: ``{"id": n, "pid": pid}`` once the child is its own session leader, or
+  ``{"id": n, "cold": reason}`` when forking is not safe now: the launcher then starts that kernel cold;
+- template -> launcher: ``{"exit": pid, "status": code}`` when a child ends (``Popen.returncode``'s convention).
+
+At EOF on the socket (the launcher closed it or died) the template exits. It is single-threaded: one
+``select`` over the socket and a pidfd per child, no signal handler, no thread, no ZMQ context, no tensor
+operation; ``unsafe_reason()`` checks that before every fork.
+
+A child is a fresh kernel to the code it runs: its own session, working directory, umask, stdio,
+``os.environ`` (replaced whole), ``sys.argv``/``sys.orig_argv``/``sys.path`` as ``python -m
+ipykernel_launcher`` has them, ``/proc/self/comm``, and ``random``, NumPy's global generator and torch's
+default generator in the state a fresh process has (see ``reseed``). What it shares with the template and
+not with a fresh process: the string hash seed (``PYTHONHASHSEED``, part of the template's key; unset, every
+template draws its own and all its children share it), the modules already imported with what they did at
+import (``sitecustomize`` and ``.pth`` files ran with the template's environment, warnings already shown),
+the process's ``/proc/<pid>/cmdline`` and ``environ`` blocks (the template's; ``os.environ`` is the kernel's),
+and the template's objects frozen out of the garbage collector (``gc.freeze``, see ``fork_kernel``).
+
+Forking needs a single-threaded template: with more than one thread for OpenBLAS (``OPENBLAS_NUM_THREADS``
+or ``OMP_NUM_THREADS`` unset or above 1) NumPy's import starts a pool, and every request is answered cold.
+
+Test hook: ``PTE_WARM_TEST_THREAD=1`` in the template's environment starts a thread at start-up, so that every
+fork request is answered ``cold`` (tests/unit/test_warm.py).
+"""
+import atexit
+import gc
+import importlib
+import importlib.util
+import json
+import os
+import random
+import select
+import socket
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+
+INLINE = "module://matplotlib_inline.backend_inline"
+_STATE: dict = {}   # what main() saw at start-up, for the children
+
+
+# What a kernel's start imports, ipykernel.kernelapp left out: its IPKernelApp class reads JPY_PARENT_PID and
+# JPY_INTERRUPT_EVENT into trait defaults as it is defined, so the child imports it (milliseconds) with its own
+# environment. matplotlib.pyplot resolves its backend only when first used; zmq: the module only, a Context
+# is made by the kernel, in the child.
+# ipykernel.debugger is left out too: importing debugpy sets PYDEVD_USE_FRAME_EVAL in os.environ and reads
+# a dozen variables, so the child imports it (~0.1 s) with its own environment.
+PRELOAD = ("IPython", "IPython.core.application", "IPython.core.completerlib", "IPython.core.debugger",
+           "IPython.core.oinspect", "IPython.core.profiledir", "IPython.core.shellapp", "IPython.extensions.storemagic",
+           "matplotlib", "matplotlib.pyplot", "numpy", "torch", "torch._dynamo", "zmq", "zmq.eventloop.zmqstream",
+           "tornado.gen", "tornado.ioloop", "tornado.locks", "tornado.platform.asyncio", "tornado.queues", "psutil",
+           "sqlite3", "jupyter_client.connect", "jupyter_client.session", "jupyter_core.paths", "ipykernel.connect",
+           "ipykernel.control", "ipykernel.heartbeat", "ipykernel.iostream", "ipykernel.ipkernel",
+           "ipykernel.parentpoller", "ipykernel.shellchannel", "ipykernel.zmqshell")
+
+
+def preload() -> None:
+    """Import what every lesson's kernel imports, choosing nothing (no backend, no device, no thread)."""
+    for name in PRELOAD:
+        importlib.import_module(name)
+    torch = sys.modules["torch"]
+    # A fresh process seeds torch's default generator at start: to a fixed seed (67280421310721) on most
+    # builds, from the OS on some (torch 2.13 here). Keep the fixed state to restore; None: seed from the OS.
+    fixed = torch.default_generator.initial_seed() == torch.Generator().initial_seed()
+    _STATE["torch_state"] = torch.default_generator.get_state() if fixed else None
+
+
+def unsafe_reason() -> str | None:
+    """Why forking now would not give a sound kernel, or None."""
+    tasks = os.listdir("/proc/self/task")
+    if len(tasks) != 1:   # e.g. OpenBLAS starts its pool as NumPy loads unless OPENBLAS/OMP_NUM_THREADS=1
+        names = [Path(f"/proc/self/task/{task}/comm").read_text().strip() for task in tasks]
+        return f"the template has {len(tasks)} threads ({', '.join(names)})"
+    zmq = sys.modules.get("zmq")
+    if zmq is not None and zmq.Context._instance is not None:
+        return "the template has a ZMQ context"
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        return "CUDA is initialised in the template"
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if pyplot is not None and getattr(pyplot, "_backend_mod", None) is not None:
+        return "a matplotlib backend was loaded in the template"
+    return None
+
+
+def reseed() -> None:
+    """Generators as a fresh process has them: ``random`` and NumPy from the OS, torch at its start state."""
+    random.seed()   # os.urandom; CPython also reseeds it after fork, this keeps it explicit
+    if "numpy.random" in sys.modules:
+        sys.modules["numpy.random"].seed()   # None: OS entropy, as at NumPy's import
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        if _STATE["torch_state"] is not None:
+            torch.default_generator.set_state(_STATE["torch_state"])
+        else:
+            torch.default_generator.seed()
+
+
+def _become_kernel(request: dict, stdout: int, stderr: int) -> None:
+    """In the child: turn into what ``python -m ipykernel_launcher ...`` would be, then run it."""
+    stdin, closed = os.pipe()   # a cold kernel's stdin: a pipe whose writing end the launcher closed
+    os.close(closed)
+    for fd, target in ((stdin, 0), (stdout, 1), (stderr, 2)):
+        os.dup2(fd, target)
+    for fd in {stdin, stdout, stderr} - {0, 1, 2}:
+        os.close(fd)
+    os.chdir(request["cwd"])
+    os.umask(request["umask"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    reseed()
+    Path("/proc/self/comm").write_text(os.path.basename(sys.executable)[:15])   # what exec sets: its name
+    argv = request["argv"]
+    sys.orig_argv = [sys.executable, *argv]
+    sys.argv = [_STATE["launcher"], *argv[2:]]
+    sys.path[:] = _STATE["path"]
+    # matplotlib read MPLBACKEND at its import, in the template. A cold kernel imports it after
+    # IPKernelApp.init_gui_pylab has set MPLBACKEND (to the inline backend when unset): do what that does,
+    # then what matplotlib's import does with it.
+    if not os.environ.get("MPLBACKEND"):
+        os.environ["MPLBACKEND"] = INLINE
+    sys.modules["matplotlib"].rcParams["backend"] = os.environ["MPLBACKEND"]
+    from ipykernel import kernelapp as app
+
+    app.launch_new_instance()
+
+
+def _child(sock: socket.socket, request: dict, fds: list[int], close: list[int], ready_w: int) -> None:
+    """Runs in the forked child and never returns into the template's loop."""
+    code = 1
+    try:
+        os.setsid()
+        os.close(ready_w)   # the template waits for this: the child leads its own process group now
+        sock.close()
+        for fd in close:
+            os.close(fd)
+        _become_kernel(request, *fds)
+        code = 0
+    except SystemExit as stop:
+        code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+        if not isinstance(stop.code, int | None):
+            print(stop.code, file=sys.stderr)
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        try:
+            atexit._run_exitfuncs()   # what the interpreter's exit would run (os._exit skips it)
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def _send(sock: socket.socket, message: dict) -> None:
+    sock.send(json.dumps(message).encode())
+
+
+def fork_kernel(sock: socket.socket, request: dict, fds: list[int], children: dict[int, int]) -> None:
+    """Answer one request: fork a kernel, or say why it must start cold."""
+    reason = unsafe_reason()
+    if reason is None and len(fds) != 2:
+        reason = f"the request carried {len(fds)} file descriptors, not 2"
+    if reason is not None:
+        for fd in fds:
+            os.close(fd)
+        _send(sock, {"id": request["id"], "cold": reason})
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # The template's objects move to the permanent generation: a child's collections never walk torch's
+    # millions of objects (tenths of a second each) nor copy their pages by touching them. The one trace a
+    # kernel can see: gc.get_freeze_count() > 0, and gc.get_objects() leaves them out.
+    gc.freeze()
+    ready_r, ready_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(ready_r)
+        _child(sock, request, fds, list(children.values()), ready_w)
+    os.close(ready_w)
+    os.read(ready_r, 1)   # EOF once the child has called setsid(): its pgid is its pid from here on
+    os.close(ready_r)
+    for fd in fds:
+        os.close(fd)
+    children[pid] = os.pidfd_open(pid)
+    _send(sock, {"id": request["id"], "pid": pid})
+
+
+def reap(sock: socket.socket, children: dict[int, int]) -> None:
+    """Collect every child that has ended and report its status."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        pidfd = children.pop(pid, None)
+        if pidfd is not None:
+            os.close(pidfd)
+        _send(sock, {"exit": pid, "status": os.waitstatus_to_exitcode(status)})
+
+
+def serve(sock: socket.socket) -> None:
+    children: dict[int, int] = {}   # pid -> pidfd (readable once the child has ended)
+    while True:
+        readable, _, _ = select.select([sock, *children.values()], [], [], 5.0)
+        reap(sock, children)
+        if sock not in readable:
+            continue
+        message, fds, _flags, _addr = socket.recv_fds(sock, 1 << 20, 2)
+        if not message:
+            return   # EOF: the launcher is gone
+        fork_kernel(sock, json.loads(message), list(fds), children)
+
+
+def main() -> None:
+    started = time.perf_counter()
+    sock = socket.socket(fileno=int(sys.argv[1]))
+    path = list(sys.path)   # before any import adds to it; then what ipykernel_launcher removes
+    if path and (path[0] == "" or Path(path[0]) == Path.cwd()):
+        del path[0]
+    _STATE["path"] = path
+    _STATE["launcher"] = importlib.util.find_spec("ipykernel_launcher").origin
+    preload()
+    Path("/proc/self/comm").write_text("pte-template")   # for ps and top; each child sets its own back
+    if os.environ.get("PTE_WARM_TEST_THREAD") == "1":   # test hook, see the module's docstring
+        threading.Thread(target=time.sleep, args=(3600,), daemon=True).start()
+    try:
+        _send(sock, {"ready": os.getpid(), "seconds": round(time.perf_counter() - started, 3)})
+        serve(sock)
+    except (BrokenPipeError, ConnectionResetError):
+        pass   # the launcher is gone
+
+
+if __name__ == "__main__":
+    main()
