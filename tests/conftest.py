@@ -59,8 +59,14 @@ def _cell_name(item) -> str:
 
 
 def pytest_configure(config):
-    """The controller (or a run without xdist) makes the run's shared reference cache (coursekit.py), before
+    """A kernel named with ``--nbval-kernel-name`` (``make test``: the warm ``pte-warm``) wins over addopts'
+    ``--nbval-current-env``, which nbval would prefer: pte-warm runs this venv's own Python, so it is the
+    current environment still.
+
+    The controller (or a run without xdist) makes the run's shared reference cache (coursekit.py), before
     xdist starts the workers that inherit the variable; it is removed when the run ends."""
+    if getattr(config.option, "nbval_kernel_name", None):
+        config.option.nbval_current_env = False
     if hasattr(config, "workerinput") or os.environ.get(SHARED_REFERENCE_CACHE_ENV):
         return
     os.environ[SHARED_REFERENCE_CACHE_ENV] = tempfile.mkdtemp(prefix="pte-reference-cache-")

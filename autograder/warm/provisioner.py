@@ -49,9 +49,10 @@ def cold_reason(cmd: list[str], env: dict[str, str], kwargs: dict) -> str | None
         return "PTE_WARM=0"
     if len(cmd) < 3 or cmd[1:3] != ["-m", "ipykernel_launcher"]:
         return f"not an ipykernel_launcher command: {cmd[:3]}"
-    python = os.path.abspath(os.path.expanduser(cmd[0]))
-    if python != sys.executable and os.path.dirname(python) != os.path.dirname(sys.executable):
-        return f"another Python ({python}, not {sys.executable})"
+    # normalised, not resolved: a venv's python is a link to the system's, and another venv is another Python
+    python, mine = (os.path.normpath(os.path.abspath(os.path.expanduser(p))) for p in (cmd[0], sys.executable))
+    if python != mine and os.path.dirname(python) != os.path.dirname(mine):
+        return f"another Python ({python}, not {mine})"
     if cuda_requested(env):
         return f"CUDA requested (CUDA_VISIBLE_DEVICES={env['CUDA_VISIBLE_DEVICES']})"
     if env.get("COVERAGE_PROCESS_START") or env.get("COVERAGE_PROCESS_CONFIG"):

@@ -67,9 +67,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     rows = read(path)
     kinds = collections.Counter(how for _, how in rows)
     by_file = collections.Counter(test.split("::")[0] for test, _ in rows)
+    kinds_by_file = collections.Counter((test.split("::")[0], how) for test, how in rows)
     terminalreporter.write_sep("=", f"kernel starts: {len(rows)} ("
                                + ", ".join(f"{n} {how}" for how, n in sorted(kinds.items())) + ")")
     for name, count in by_file.most_common(12):
-        terminalreporter.write_line(f"{count:5d}  {name}")
+        split = ", ".join(f"{kinds_by_file[name, how]} {how}" for how in sorted(kinds) if kinds_by_file[name, how])
+        terminalreporter.write_line(f"{count:5d}  {name} ({split})")
     for own in _OWN_FILE:
         own.unlink(missing_ok=True)
