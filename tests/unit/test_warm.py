@@ -77,8 +77,11 @@ def records():
 
 def other_threads(env) -> dict[str, str]:
     """Another thread count for torch's OpenMP. OpenBLAS stays at one thread: with more it starts its pool as
-    NumPy is imported, and a template owning threads never forks (test_cold_when_the_template_owns_a_thread)."""
-    return {**env, "OMP_NUM_THREADS": "3" if env.get("OMP_NUM_THREADS") == "2" else "2", "OPENBLAS_NUM_THREADS": "1"}
+    NumPy is imported, and a template owning threads never forks (test_cold_when_the_template_owns_a_thread).
+    MKL_NUM_THREADS goes with OMP_NUM_THREADS: torch prefers it, and a test that loaded nbgrader_config.py in
+    this worker may have set it to 1 in os.environ."""
+    threads = "3" if env.get("OMP_NUM_THREADS") == "2" else "2"
+    return {**env, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": "1"}
 
 
 @pytest.fixture(scope="module")
