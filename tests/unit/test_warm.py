@@ -121,6 +121,16 @@ def probe(env=None, cwd=None, kernel=None):
     return json.loads(text), process
 
 
+def wait_for_stream(kc, msg_id, text, timeout=TIMEOUT):
+    """Read iopub until the cell msg_id has printed text."""
+    deadline = time.monotonic() + timeout
+    seen = ""
+    while text not in seen:
+        msg = kc.get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))
+        if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "stream":
+            seen += msg["content"]["text"]
+
+
 def run_notebook(tmp_path):
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in NOTEBOOK_CELLS])
     nb.cells[-1].metadata["tags"] = ["raises-exception"]
@@ -228,12 +238,13 @@ def test_interrupt_and_kill_reach_the_forked_kernel(warm_run, templates):
     def interrupt(km, kc):
         # once through the process group (what LocalProvisioner prefers), once through ForkedProcess's pidfd
         for send in (km.interrupt_kernel, lambda: km.provisioner.process.send_signal(signal.SIGINT)):
-            msg_id = kc.execute("import time\ntime.sleep(120)")
-            time.sleep(1.0)
+            # the signal goes only once the cell says it runs: a fixed pause lost the race on a loaded CI machine
+            msg_id = kc.execute("import time\nprint('sleeping', flush=True)\ntime.sleep(120)")
+            wait_for_stream(kc, msg_id, "sleeping")
             send()
             reply = kc.get_shell_msg(timeout=30)
             assert reply["parent_header"]["msg_id"] == msg_id
-            assert reply["content"]["ename"] == "KeyboardInterrupt"
+            assert reply["content"].get("ename") == "KeyboardInterrupt", reply["content"]
 
     answer, process = probe(kernel=interrupt)
     assert answer["ppid"] == templates["default"].pid
