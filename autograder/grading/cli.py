@@ -37,6 +37,9 @@ def add_parser(commands) -> None:
     grade.add_argument("--sandbox", choices=["auto", "bwrap", "none"], default=None,
                        help="bubblewrap isolation (default auto: required; refuses to grade without it). "
                             "'none' grades without isolation, knowingly")
+    grade.add_argument("--kernels", choices=["warm", "cold"], default=None,
+                       help="warm (default): fork each kernel, sandboxed, from a template that has imported torch; "
+                            "cold: start each kernel as a new Python")
     grade.add_argument("--shard", default=None, metavar="I/N|auto",
                        help="grade only students whose id hashes to shard I of N (several graders, one database); "
                             "auto: the shard of this Slurm array task or Kubernetes Indexed Job pod")
@@ -46,7 +49,7 @@ def add_parser(commands) -> None:
 
 
 OVERRIDES = ("assignments", "students", "jobs", "timeout_s", "cell_timeout_s", "memory_mb", "output_mb", "disk_mb",
-             "processes", "threads", "sandbox", "shard_count")
+             "processes", "threads", "sandbox", "shard_count", "kernels")
 
 
 def run(args, parser) -> int:

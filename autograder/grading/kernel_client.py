@@ -65,6 +65,8 @@ class SandboxedKernelManager(AsyncKernelManager):
     """A kernel manager whose kernel command runs inside the sandbox prefix."""
 
     prefix = List([])
+    sandboxed = False   # a warm kernel: no prefix, its sandbox made by the template's child
+
 
     def format_kernel_cmd(self, extra_arguments=None):
         # the kernel caps each cell's output itself (autograder.kernel.outputcap), before memory grows
@@ -73,6 +75,12 @@ class SandboxedKernelManager(AsyncKernelManager):
 
     async def interrupt_kernel(self):
         """SIGINT to the kernel itself: the sandbox's own processes (bwrap) would die of it."""
+        if self.sandboxed:   # the provisioner's process is the kernel (forked: its command line is the template's)
+            try:
+                self.provisioner.process.send_signal(signal.SIGINT)
+            except (AttributeError, OSError):
+                pass
+            return
         for proc in kernel_family(self):
             try:
                 if proc.cmdline()[1:3] == ["-m", "ipykernel_launcher"]:
@@ -83,7 +91,7 @@ class SandboxedKernelManager(AsyncKernelManager):
 
     def write_connection_file(self, **kwargs):
         result = super().write_connection_file(**kwargs)
-        if sandbox.running_as_root() and self.prefix and "bwrap" in self.prefix:
+        if sandbox.running_as_root() and (self.sandboxed or (self.prefix and "bwrap" in self.prefix)):
             os.chown(self.connection_file, sandbox.NOBODY, sandbox.NOBODY)
         return result
 

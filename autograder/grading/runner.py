@@ -9,6 +9,7 @@ the way nbgrader reads it.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import threading
@@ -21,6 +22,8 @@ import psutil
 from nbclient.exceptions import DeadKernelError
 
 from ..kernel import outputcap, protocol
+from ..warm import KERNEL_NAME as WARM_KERNEL
+from ..warm.provisioner import SANDBOX_ENV, ColdStartRefused
 from . import cgroups, sandbox
 from .kernel_client import (
     GradingClient,
@@ -46,6 +49,8 @@ class Run:
     hidden_runs: dict[int, tuple[list, str | None]] = field(default_factory=dict)
     seconds: float = 0.0
     execution_seconds: float = 0.0
+    kernel_start: str = ""          # "warm" (forked from a template) or "cold"
+    start_seconds: float = 0.0      # from asking for the kernel to its answering (its start-up)
     notes: list[str] = field(default_factory=list)
 
     def test_outputs(self, index: int) -> list:
@@ -93,15 +98,31 @@ class Watchdog(threading.Thread):
         self._stop.set()
 
 
-async def _run(run: Run, limits: Limits, work: Path, runtime: Path) -> None:
-    """Execute ``run.nb`` in a sandboxed kernel; each test cell as its visible part, then its hidden part."""
+def warm_unavailable(limits: Limits) -> str | None:
+    """Why this run's kernels start cold, or None when they are forked from a template."""
+    if not limits.warm:
+        return "--kernels cold"
+    if not limits.sandbox:
+        return "--sandbox none: a warm child makes its sandbox itself, and there is none to make"
+    from ..warm import isolate
+
+    return isolate.available()
+
+
+async def _run(run: Run, limits: Limits, work: Path, runtime: Path, warm: bool) -> None:
+    """Execute ``run.nb`` in a sandboxed kernel; each test cell as its visible part, then its hidden part.
+    ``warm``: forked from a template, the child making its own sandbox; ColdStartRefused when it cannot."""
     nb = run.nb
-    km = SandboxedKernelManager(kernel_name="python3", transport="ipc", ip=str(runtime / "kernel"))
+    km = SandboxedKernelManager(kernel_name=WARM_KERNEL if warm else "python3", transport="ipc",
+                                ip=str(runtime / "kernel"))
     km.connection_file = str(runtime / "kernel.json")
     km.session.unpacker = f"{__name__}.{read_message_part.__name__}"   # jupyter_client's documented option
     groups = _kernel_groups(runtime, limits, run)
-    km.prefix = ((groups.join_prefix() if groups else [])
-                 + sandbox.command_prefix(work, runtime, limits, cgroup=groups is not None))
+    if warm:
+        km.sandboxed = True   # the prefix stays empty: the template's child builds the same sandbox
+    else:
+        km.prefix = ((groups.join_prefix() if groups else [])
+                     + sandbox.command_prefix(work, runtime, limits, cgroup=groups is not None))
     client = make_client(nb, km, limits, work)
     client.replies = run.replies
     run.test_cells = {i for i, c in enumerate(nb.cells) if protocol.is_test_cell(c)}
@@ -110,7 +131,12 @@ async def _run(run: Run, limits: Limits, work: Path, runtime: Path) -> None:
     try:
         env = dict(sandbox.kernel_env(work, limits.threads),
                    **{outputcap.ENV: str(int(client.FLOOD_FACTOR * client.output_limit))})
+        if warm:
+            spec = sandbox.warm_spec(work, runtime, limits, [str(p) for p in groups.procs] if groups else [])
+            env[SANDBOX_ENV] = json.dumps(spec)
         async with client.async_setup_kernel(env=env):
+            run.kernel_start = "warm" if warm else "cold"
+            run.start_seconds = time.monotonic() - started
             watchdog = Watchdog(km, limits)
             watchdog.start()
             started = time.monotonic()
@@ -123,6 +149,8 @@ async def _run(run: Run, limits: Limits, work: Path, runtime: Path) -> None:
                     await client.async_execute_cell(cell, index)
                 if watchdog.tripped:
                     break
+    except ColdStartRefused:
+        raise   # nothing of the student's ran: execute() starts the kernel cold
     except Exception as exc:  # the kernel died, or anything else that stops the run: never raised to the batch
         if not (watchdog and watchdog.tripped) and not client.unresponsive:
             run.status, run.reason = (
@@ -222,6 +250,17 @@ async def _run_test_cell(client, cell, index: int, replies: dict, hidden_runs: d
         replies[index] = status if replies.get(index) == "ok" else replies.get(index, "error")
 
 
+def _reset(run: Run, work: Path) -> None:
+    """Forget a warm attempt that ran nothing (its kernel never started), before the cold one."""
+    for cell in run.nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    run.replies.clear()
+    run.hidden_runs.clear()
+    for entry in work.iterdir():
+        shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink(missing_ok=True)
+
+
 def execute(nb, limits: Limits, scratch: Path) -> Run:
     """Run ``nb`` (modified in place) and return what ran. Never raises for submission faults: they become
     the run's status and reason."""
@@ -233,8 +272,17 @@ def execute(nb, limits: Limits, scratch: Path) -> Run:
     if limits.sandbox and capped:
         run.notes.append(capped)
     start = time.monotonic()
+    why_cold = warm_unavailable(limits)
     try:
-        asyncio.run(_run(run, limits, work, runtime))
+        if why_cold is None:
+            try:
+                asyncio.run(_run(run, limits, work, runtime, warm=True))
+            except ColdStartRefused as refused:
+                why_cold = str(refused)
+                run.notes.append(f"cold kernel: {why_cold}"[:300])
+                _reset(run, work)
+        if why_cold is not None:
+            asyncio.run(_run(run, limits, work, runtime, warm=False))
     finally:
         if not capped:
             sandbox.release_runtime(runtime)

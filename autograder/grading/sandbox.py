@@ -135,6 +135,16 @@ def command_prefix(work_dir: Path, runtime_dir: Path, limits, cgroup: bool = Fal
     return prefix + args
 
 
+def warm_spec(work_dir: Path, runtime_dir: Path, limits, cgroup_procs: list[str]) -> dict:
+    """What a warm child builds for itself (autograder.warm.isolate): the same view, user and limits as
+    :func:`command_prefix` gives a cold kernel."""
+    from ..warm import isolate
+
+    nproc = _process_cap(limits.processes) if not cgroup_procs else None
+    return isolate.spec(str(work_dir), str(runtime_dir), _readonly_roots(), limits, cgroup_procs,
+                        MPL_CACHE_IN_SANDBOX, PRLIMIT_FSIZE_MB * 1024 * 1024, PRLIMIT_NOFILE, nproc)
+
+
 def prepare_dirs(base: Path) -> tuple[Path, Path]:
     """A work folder and a runtime (socket) folder that the sandboxed user may write."""
     work, runtime = base / "work", base / "run"

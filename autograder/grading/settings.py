@@ -57,6 +57,7 @@ class Limits:
     disk_mb: int                    # size of each tmpfs the kernel writes (work folder, /tmp, runtime folder)
     cpus: str = ""                  # CPU list for this kernel, e.g. "1"; "" = no pinning (set per job)
     mpl_cache: str = ""             # matplotlib's font cache, built once per run and copied into each kernel
+    warm: bool = False              # fork the kernel from a template (autograder.warm), sandboxed per child
 
 
 class PTEGrading(Configurable):
@@ -90,6 +91,10 @@ class PTEGrading(Configurable):
                    help="bubblewrap isolation: auto (required), bwrap, or none (knowingly)").tag(config=True)
     phase2_timeout_s = Float(900.0, help="cap of nbgrader's recording step for one batch, in seconds"
                              ).tag(config=True)
+    kernels = Enum(["warm", "cold"], "warm",
+                   help="warm: fork each sandboxed kernel from a template that has imported torch (each child "
+                        "makes its own sandbox; cold where it cannot, the reason in the report); cold: start "
+                        "every kernel as a new Python").tag(config=True)
 
 
 # PTEGrading names that are not the Settings field's own name
@@ -118,6 +123,7 @@ class Settings:
     threads: int = _trait_default("threads")
     sandbox: str = _trait_default("sandbox")
     phase2_timeout_s: float = _trait_default("phase2_timeout_s")   # nbgrader's recording step, per batch
+    kernels: str = _trait_default("kernels")                        # "warm" or "cold"
 
     @classmethod
     def resolve(cls, course: Path, config, overrides: dict | None = None) -> Settings:
@@ -140,7 +146,7 @@ class Settings:
         cell = self.cell_timeout_s if self.cell_timeout_s is not None else nbgrader_cell_timeout()
         return Limits(timeout_s=self.timeout_s, cell_timeout_s=min(cell, self.timeout_s), memory_mb=self.memory_mb,
                       output_mb=self.output_mb, threads=self.threads, sandbox=use_bwrap, processes=self.processes,
-                      disk_mb=self.disk_mb, mpl_cache=mpl_cache)
+                      disk_mb=self.disk_mb, mpl_cache=mpl_cache, warm=self.kernels == "warm")
 
     def problems(self) -> list[str]:
         """What makes these settings unusable (shown as a usage error)."""
@@ -157,6 +163,8 @@ class Settings:
             found.append("--shard-count must be >= 1")
         if self.sandbox not in ("auto", "bwrap", "none"):
             found.append("--sandbox must be auto, bwrap or none")
+        if self.kernels not in ("warm", "cold"):
+            found.append("--kernels must be warm or cold")
         return found
 
 

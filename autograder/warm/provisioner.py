@@ -22,6 +22,7 @@ ParentPollerUnix watches the process's real parent, so a kernel still ends when 
 gone -> template sees EOF and exits -> kernel's poller sees its parent go), and the kernel does not print its
 connection banner (it prints it when the variable is absent), as a cold kernel does not.
 """
+import json
 import os
 import pathlib
 import subprocess
@@ -32,6 +33,7 @@ from jupyter_client.provisioning.local_provisioner import LocalProvisioner
 
 from autograder.warm.pool import ForkedProcess, TemplateGone, get_template
 
+SANDBOX_ENV = "PTE_WARM_SANDBOX"   # the grader's sandbox spec (autograder.warm.isolate.spec), as JSON
 POPEN_OPTIONS = {"env", "cwd", "independent", "stdin", "stdout", "stderr", "extra_arguments", "kernel_id"}
 NVIDIA_DEVICE = "/dev/nvidiactl"   # present where an NVIDIA driver is loaded
 
@@ -97,26 +99,46 @@ def _umask() -> int:
     return 0o022
 
 
+class ColdStartRefused(RuntimeError):
+    """A sandboxed kernel could not be forked: the caller starts it cold inside its own sandbox (this
+    provisioner never starts a sandboxed kernel without one)."""
+
+
+def template_env(env: dict[str, str], sandbox: dict | None) -> dict[str, str]:
+    """The environment a kernel's template is keyed by and started with. A sandboxed kernel's ``HOME`` and
+    ``MPLCONFIGDIR`` are its own work folder: its template imports matplotlib with the grader's font cache,
+    the one each child gets a copy of, and with no home, so that one template serves the whole class."""
+    if sandbox is None:
+        return env
+    return {**env, "HOME": "/nonexistent", "MPLCONFIGDIR": sandbox["mpl_cache"] or "/nonexistent"}
+
+
 class ForkingProvisioner(LocalProvisioner):
     """LocalProvisioner whose kernels are forked from a warm template where that is sound."""
 
     async def launch_kernel(self, cmd: list[str], **kwargs):
         env = dict(os.environ if kwargs.get("env") is None else kwargs["env"])
+        sandbox = json.loads(env.pop(SANDBOX_ENV)) if SANDBOX_ENV in env else None
         reason = cold_reason(cmd, env, kwargs)
         if reason is None:
             try:
-                reason = await self._fork(cmd, env, kwargs)
+                reason = await self._fork(cmd, env, kwargs, sandbox)
             except (TemplateGone, TimeoutError, OSError) as error:
                 reason = f"template failed: {error}"
+        if reason is not None and sandbox is not None:
+            raise ColdStartRefused(reason)
         if reason is not None:
             self.log.warning("pte-warm: cold start: %s", reason)
+            kwargs["env"] = env
             return await super().launch_kernel(cmd, **kwargs)   # LocalProvisioner's
         return self.connection_info
 
-    async def _fork(self, cmd: list[str], env: dict[str, str], kwargs: dict) -> str | None:
+    async def _fork(self, cmd: list[str], env: dict[str, str], kwargs: dict, sandbox: dict | None) -> str | None:
         """Fork the kernel and set what LocalProvisioner.launch_kernel sets; the reason to go cold, or None."""
-        template = get_template(env, self.log)
-        if kwargs.get("independent"):
+        template = get_template(template_env(env, sandbox), self.log)
+        if sandbox is not None:
+            env["JPY_PARENT_PID"] = "1"   # its parent is PID 1 of its namespace, as in the cold sandbox
+        elif kwargs.get("independent"):
             env.pop("JPY_PARENT_PID", None)
         else:
             env["JPY_PARENT_PID"] = str(template.pid)   # the real parent: see the module's docstring
@@ -127,7 +149,7 @@ class ForkingProvisioner(LocalProvisioner):
             if kwargs.get("stderr") == subprocess.STDOUT:
                 fds[1] = fds[0]
             argv = [os.path.expanduser(arg) for arg in cmd[1:]]
-            request = {"argv": argv, "env": env, "cwd": str(cwd), "umask": _umask()}
+            request = {"argv": argv, "env": env, "cwd": str(cwd), "umask": _umask(), "sandbox": sandbox}
             started = time.perf_counter()
             reply = await template.fork(request, fds)
         finally:

@@ -142,10 +142,15 @@ def _child(sock: socket.socket, request: dict, fds: list[int], close: list[int],
     code = 1
     try:
         os.setsid()
-        os.close(ready_w)   # the template waits for this: the child leads its own process group now
         sock.close()
         for fd in close:
             os.close(fd)
+        if request.get("sandbox") is not None:
+            # the per-child step (autograder.warm.isolate): this process stays outside as the relay
+            from autograder.warm import isolate
+
+            isolate.launch(request["sandbox"], ready_w, lambda: _sandboxed_kernel(request, fds))
+        os.close(ready_w)   # the template waits for this: the child leads its own process group now
         _become_kernel(request, *fds)
         code = 0
     except SystemExit as stop:
@@ -163,11 +168,20 @@ def _child(sock: socket.socket, request: dict, fds: list[int], close: list[int],
             os._exit(code)
 
 
+def _sandboxed_kernel(request: dict, fds: list[int]) -> None:
+    """The kernel inside its sandbox (uid 65534, no capability): the font cache, then the kernel."""
+    from autograder.warm import isolate
+
+    isolate.copy_font_cache(request["sandbox"], request["env"].get("HOME", request["cwd"]))
+    _become_kernel(request, *fds)
+
+
 def _send(sock: socket.socket, message: dict) -> None:
     sock.send(json.dumps(message).encode())
 
 
-def fork_kernel(sock: socket.socket, request: dict, fds: list[int], children: dict[int, int]) -> None:
+def fork_kernel(sock: socket.socket, request: dict, fds: list[int], children: dict[int, int],
+                kernels: dict[int, int]) -> None:
     """Answer one request: fork a kernel, or say why it must start cold."""
     reason = unsafe_reason()
     if reason is None and len(fds) != 2:
@@ -189,15 +203,24 @@ def fork_kernel(sock: socket.socket, request: dict, fds: list[int], children: di
         os.close(ready_r)
         _child(sock, request, fds, list(children.values()), ready_w)
     os.close(ready_w)
-    os.read(ready_r, 1)   # EOF once the child has called setsid(): its pgid is its pid from here on
+    answer = b""   # EOF once the child has called setsid(): its pgid is its pid from here on
+    while chunk := os.read(ready_r, 4096):   # a sandboxed child says P<kernel's pid> or E<why> first
+        answer += chunk
     os.close(ready_r)
     for fd in fds:
         os.close(fd)
     children[pid] = os.pidfd_open(pid)
-    _send(sock, {"id": request["id"], "pid": pid})
+    if request.get("sandbox") is None:
+        _send(sock, {"id": request["id"], "pid": pid})
+    elif answer.startswith(b"P"):
+        kernels[pid] = int(answer[1:])   # the relay's exit is reported as the kernel's
+        _send(sock, {"id": request["id"], "pid": kernels[pid]})
+    else:
+        _send(sock, {"id": request["id"], "cold": "the sandbox could not be made: "
+                     + answer[1:].decode(errors="replace")})
 
 
-def reap(sock: socket.socket, children: dict[int, int]) -> None:
+def reap(sock: socket.socket, children: dict[int, int], kernels: dict[int, int]) -> None:
     """Collect every child that has ended and report its status."""
     while True:
         try:
@@ -209,20 +232,21 @@ def reap(sock: socket.socket, children: dict[int, int]) -> None:
         pidfd = children.pop(pid, None)
         if pidfd is not None:
             os.close(pidfd)
-        _send(sock, {"exit": pid, "status": os.waitstatus_to_exitcode(status)})
+        _send(sock, {"exit": kernels.pop(pid, pid), "status": os.waitstatus_to_exitcode(status)})
 
 
 def serve(sock: socket.socket) -> None:
     children: dict[int, int] = {}   # pid -> pidfd (readable once the child has ended)
+    kernels: dict[int, int] = {}    # a sandboxed child's relay pid -> its kernel's pid
     while True:
         readable, _, _ = select.select([sock, *children.values()], [], [], 5.0)
-        reap(sock, children)
+        reap(sock, children, kernels)
         if sock not in readable:
             continue
         message, fds, _flags, _addr = socket.recv_fds(sock, 1 << 20, 2)
         if not message:
             return   # EOF: the launcher is gone
-        fork_kernel(sock, json.loads(message), list(fds), children)
+        fork_kernel(sock, json.loads(message), list(fds), children, kernels)
 
 
 def main() -> None:

@@ -1,0 +1,294 @@
+"""The per-child step of a sandboxed warm kernel: what bubblewrap and setpriv do for a cold one, done in the
+forked child before it runs anything of the student's.
+
+The grading command's template runs as root on the host, with only the import-time variables of its key and
+``PATH`` in its environment, and holds nothing but imported modules. For a request with a ``sandbox`` spec
+(:func:`spec`, built by the grader) the child it forks:
+
+1. ``enter``: joins the kernel's cgroups (cpuset, memory, pids) while it can still see the host's hierarchy,
+   then unshares new mount, PID, IPC, UTS, network and cgroup namespaces and forks once more, so that the
+   kernel is PID 1 of its own PID namespace (everything it starts dies with it). The first child stays
+   outside, waits for the kernel and exits as it did (``relay``).
+2. ``build_root`` (in the kernel, PID 1): a new root on a small tmpfs, the same read-only bind mounts as the
+   cold sandbox's (system, Python, venv, ``autograder/kernel``, ``data/``), a minimal ``/dev`` with its own
+   ``/dev/shm``, a new ``/proc`` (only its own processes), size-capped tmpfs mounts for ``/tmp`` and the
+   work folder, the runtime folder bound from the host, the font cache read-only, loopback up, then
+   ``pivot_root`` and the old root detached; the new root is remounted read-only.
+3. ``drop``: the limits (``RLIMIT_DATA``, ``FSIZE``, ``CORE``, ``NOFILE``, ``NPROC`` where no pids cgroup
+   counts), the CPU set, then uid/gid 65534 with no supplementary groups, every capability dropped from the
+   bounding and ambient sets, ``no_new_privs``, and the parent-death signal. ``PR_SET_DUMPABLE`` is set back
+   to 1, as ``execve`` sets it for a cold kernel (only processes of its own namespace could use it).
+
+Test hook: ``PTE_WARM_TEST_NO_ISOLATION=1`` in the template's environment skips all three steps (the design
+"without the per-child step" that tests/e2e/test_warm_isolation.py shows to be unsafe).
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+import resource
+import shutil
+import signal
+import socket
+import struct
+
+CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x02000000, 0x04000000, 0x08000000
+CLONE_NEWPID, CLONE_NEWNET = 0x20000000, 0x40000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_MOVE, MS_REC, MS_PRIVATE = 32, 4096, 8192, 16384, 1 << 18
+MNT_DETACH = 2
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 1, 4, 24, 38, 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "ppc64le": 203, "s390x": 217}
+NOBODY = 65534
+ROOT_DIR = "/run/pte-warm-root"   # the mount point of each child's new root (in its own mount namespace)
+DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+TEST_HOOK = "PTE_WARM_TEST_NO_ISOLATION"
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+class IsolationError(OSError):
+    """A step of the per-child sandbox failed: the child must not run the kernel."""
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        errno = ctypes.get_errno()
+        raise IsolationError(errno, f"{what}: {os.strerror(errno)}")
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    enc = (lambda s: s.encode() if s is not None else None)
+    _check(_libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)),
+           f"mount {source} on {target}")
+
+
+def _prctl(option: int, arg: int = 0, arg3: int = 0) -> None:
+    _check(_libc.prctl(option, ctypes.c_ulong(arg), ctypes.c_ulong(arg3), 0, 0), f"prctl {option}")
+
+
+def spec(work: str, runtime: str, roots: list[str], limits, cgroup_procs: list[str], mpl_target: str,
+         fsize_bytes: int, nofile: int, nproc: int | None) -> dict:
+    """What the grader sends with a sandboxed request (JSON); ``limits`` is a settings.Limits."""
+    return {"work": work, "runtime": runtime, "roots": roots, "cgroup_procs": cgroup_procs,
+            "disk_bytes": limits.disk_mb * 1024 * 1024, "data_bytes": limits.memory_mb * 1024 * 1024,
+            "fsize_bytes": fsize_bytes, "nofile": nofile, "nproc": nproc, "cpus": limits.cpus,
+            "mpl_cache": limits.mpl_cache, "mpl_target": mpl_target}
+
+
+def available() -> str | None:
+    """Why this process cannot host sandboxed children, or None."""
+    if os.geteuid() != 0:
+        return "the grader is not root (a child needs CAP_SYS_ADMIN to make its namespaces)"
+    if platform.machine() not in SYS_PIVOT_ROOT:
+        return f"no pivot_root number for {platform.machine()}"
+    return None
+
+
+def launch(sandbox: dict, report: int, become) -> None:
+    """In the child the template forked (its own session already): make the kernel's sandbox, start
+    ``become()`` in it, and write to ``report`` ``P<pid>`` (the kernel's host pid, once it runs as 65534 and
+    leads its own session) or ``E<why>``. This process (the relay) stays outside the kernel's namespaces,
+    waits for them to end and exits as the kernel did. Never returns."""
+    if os.environ.get(TEST_HOOK) == "1":   # the design without the per-child step: the kernel is this process
+        os.write(report, b"P%d" % os.getpid())
+        os.close(report)
+        become()
+        os._exit(0)
+    try:
+        for procs in sandbox["cgroup_procs"]:   # joined before the cgroup namespace hides the host's groups
+            with open(procs, "w") as handle:
+                handle.write(str(os.getpid()))
+        # only the PID namespace here (it is the next child's): the relay keeps the host's mounts and /proc
+        _check(_libc.unshare(CLONE_NEWPID), "unshare(CLONE_NEWPID)")
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)   # the relay dies with the template
+        ready_r, ready_w = os.pipe()
+        init = os.fork()
+    except Exception as error:  # nothing of the student's has run: the grader starts this kernel cold
+        os.write(report, f"E{type(error).__name__}: {error}".encode()[:4000])
+        os._exit(1)
+    if init == 0:
+        os.close(ready_r)
+        os.close(report)
+        _init(sandbox, ready_w, become)
+    os.close(ready_w)
+    answer = _read_all(ready_r)
+    if answer == b"K":
+        import psutil   # preloaded by the template
+
+        kernels = [child.pid for child in psutil.Process(init).children()]
+        answer = b"P%d" % kernels[0] if len(kernels) == 1 else b"Ethe kernel's host pid was not found"
+    os.write(report, answer or b"Ethe sandbox's first process ended before the kernel started")
+    os.close(report)
+    _relay(init)
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 4096):
+        chunks.append(chunk)
+    os.close(fd)
+    return b"".join(chunks)
+
+
+def _init(sandbox: dict, ready: int, become) -> None:
+    """PID 1 of the kernel's namespaces: build the file system, fork the kernel, then reap as an init does
+    (orphans of the student's code end up here) until the kernel ends, and end with it: every process left in
+    the namespace dies then. Exits 128 + the signal when the kernel was killed by one."""
+    try:
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET | CLONE_NEWCGROUP), "unshare")
+        build_root(sandbox)
+        kernel = os.fork()
+    except Exception as error:
+        os.write(ready, f"E{type(error).__name__}: {error}".encode()[:4000])
+        os._exit(1)
+    if kernel == 0:
+        try:
+            os.setsid()
+            drop(sandbox)
+            _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)   # after the uid change, which clears it
+        except Exception as error:
+            os.write(ready, f"E{type(error).__name__}: {error}".encode()[:4000])
+            os._exit(1)
+        os.write(ready, b"K")
+        os.close(ready)
+        become()
+        os._exit(0)
+    os.close(ready)
+    try:
+        drop(sandbox)
+        _prctl(PR_SET_DUMPABLE, 0)   # the kernel's processes share its uid: none may ptrace PID 1
+    except Exception:
+        os.kill(kernel, signal.SIGKILL)
+    while True:
+        try:
+            pid, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            os._exit(1)
+        if pid == kernel:
+            code = os.waitstatus_to_exitcode(status)
+            os._exit(128 - code if code < 0 else code)
+
+
+def _relay(init: int) -> None:
+    """The first child, outside the kernel's namespaces: wait for its PID 1, end as the kernel ended."""
+    for fd in range(3, 1024):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _, status = os.waitpid(init, 0)
+    code = os.waitstatus_to_exitcode(status)
+    if code > 128:   # the kernel was killed by signal code - 128 (see _init)
+        signal.signal(code - 128, signal.SIG_DFL)
+        os.kill(os.getpid(), code - 128)
+    os._exit(code & 0xFF)
+
+
+def _bind(source: str, target: str, readonly: bool) -> None:
+    if os.path.isdir(source):
+        os.makedirs(target, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        open(target, "a").close()
+    _mount(source, target, None, MS_BIND | MS_REC)
+    if readonly:
+        _mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+        for point in _submounts(target):   # a recursive bind keeps submounts writable: each is remounted
+            _mount(None, point, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+def _submounts(target: str) -> list[str]:
+    with open("/proc/self/mountinfo") as info:
+        points = [line.split()[4] for line in info]
+    return [p for p in points if p.startswith(target.rstrip("/") + "/")]
+
+
+def _tmpfs(target: str, size: int, mode: str = "1777", extra: int = 0) -> None:
+    os.makedirs(target, exist_ok=True)
+    _mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV | extra, f"size={size},mode={mode}")
+
+
+def _loopback_up() -> None:
+    SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        import fcntl
+
+        name, flags = struct.unpack("16sh", fcntl.ioctl(sock, SIOCGIFFLAGS, struct.pack("16sh", b"lo", 0))[:18])
+        fcntl.ioctl(sock, SIOCSIFFLAGS, struct.pack("16sh", name, flags | IFF_UP))
+
+
+def build_root(sandbox: dict) -> None:
+    """In PID 1 of the kernel's namespaces (still root): the file system a cold sandbox's kernel sees. The
+    order is bubblewrap's for the cold sandbox: ``/tmp`` first, so that read-only roots under it stay."""
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)   # nothing mounted from here on reaches the host
+    os.makedirs(ROOT_DIR, mode=0o700, exist_ok=True)
+    _mount("tmpfs", ROOT_DIR, "tmpfs", MS_NOSUID | MS_NODEV, "size=16m,mode=0755")
+    new = ROOT_DIR
+    _tmpfs(new + "/tmp", sandbox["disk_bytes"])
+    for root in sandbox["roots"]:
+        _bind(root, new + root, readonly=True)
+    _tmpfs(new + "/dev", 1 << 20, "0755", MS_NOEXEC)
+    for device in DEVICES:
+        if os.path.exists("/dev/" + device):
+            _bind("/dev/" + device, f"{new}/dev/{device}", readonly=False)
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
+                         ("stderr", "/proc/self/fd/2")):
+        os.symlink(target, f"{new}/dev/{name}")
+    _tmpfs(new + "/dev/shm", sandbox["disk_bytes"], extra=MS_NOEXEC)
+    _tmpfs(new + sandbox["work"], sandbox["disk_bytes"])
+    _bind(sandbox["runtime"], new + sandbox["runtime"], readonly=False)
+    if sandbox["mpl_cache"] and os.path.isdir(sandbox["mpl_cache"]):
+        _bind(sandbox["mpl_cache"], new + sandbox["mpl_target"], readonly=True)
+    os.makedirs(new + "/proc", exist_ok=True)
+    _mount("proc", new + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)   # this namespace's processes only
+    os.makedirs(new + "/oldroot", exist_ok=True)
+    _check(_libc.syscall(SYS_PIVOT_ROOT[platform.machine()], new.encode(), (new + "/oldroot").encode()),
+           "pivot_root")
+    os.chdir("/")
+    _check(_libc.umount2(b"/oldroot", MNT_DETACH), "umount /oldroot")
+    os.rmdir("/oldroot")
+    _mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    _loopback_up()
+
+
+def drop(sandbox: dict) -> None:
+    """In the kernel: its limits, then an unprivileged user with no capability left."""
+    data = sandbox["data_bytes"]
+    resource.setrlimit(resource.RLIMIT_DATA, (data, data))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    for name, key in (("RLIMIT_FSIZE", "fsize_bytes"), ("RLIMIT_NOFILE", "nofile"), ("RLIMIT_NPROC", "nproc")):
+        if sandbox.get(key):
+            resource.setrlimit(getattr(resource, name), (sandbox[key], sandbox[key]))
+    if sandbox["cpus"]:
+        os.sched_setaffinity(0, _cpu_list(sandbox["cpus"]))
+    os.setgroups([])
+    os.setresgid(NOBODY, NOBODY, NOBODY)
+    last = int(open("/proc/sys/kernel/cap_last_cap").read())
+    for cap in range(last + 1):
+        _prctl(PR_CAPBSET_DROP, cap)
+    _prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
+    _prctl(PR_SET_NO_NEW_PRIVS, 1)
+    os.setresuid(NOBODY, NOBODY, NOBODY)   # without SECBIT_KEEP_CAPS this clears the permitted set
+    _prctl(PR_SET_DUMPABLE, 1)
+    with open("/proc/self/status") as status:
+        effective = next(line.split()[1] for line in status if line.startswith("CapEff:"))
+    if int(effective, 16) != 0 or os.getuid() != NOBODY:
+        raise IsolationError(0, f"capabilities left after the drop: {effective}")
+
+
+def copy_font_cache(sandbox: dict, home: str) -> None:
+    """What the cold sandbox's ``cp -r`` does: the font cache into the (empty) work folder, as 65534."""
+    if sandbox["mpl_cache"] and os.path.isdir(sandbox["mpl_target"]):
+        shutil.copytree(sandbox["mpl_target"], os.path.join(home, ".matplotlib"), dirs_exist_ok=True)
+
+
+def _cpu_list(text: str) -> set[int]:
+    cpus: set[int] = set()
+    for part in text.split(","):
+        low, _, high = part.partition("-")
+        cpus.update(range(int(low), int(high or low) + 1))
+    return cpus
