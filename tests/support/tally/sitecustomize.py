@@ -37,8 +37,8 @@ def patch(module) -> None:
     if cls.__name__ == "ForkingProvisioner":   # a warm start: its _fork returned no reason to go cold
         fork = cls._fork
 
-        async def _fork(self, cmd, env, kwargs):
-            reason = await fork(self, cmd, env, kwargs)
+        async def _fork(self, *args, **kwargs):
+            reason = await fork(self, *args, **kwargs)
             if reason is None:
                 record("warm")
             return reason
