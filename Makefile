@@ -9,6 +9,9 @@ LAB_ARGS ?=
 # Jupyter refuses to run as root unless told; containers and CI often are root.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 PYTEST_ARGS ?=
+BENCH_ARGS ?=
+# bench/bench_warm_grading.py: e.g. WARM_BENCH_ARGS="--class-size 300"
+WARM_BENCH_ARGS ?=
 # pytest-xdist workers: independent groups of tests (see tests/support/grouping.py) share the cores.
 # One more than the physical cores (what -n auto would take): with one per core they kept the CPU only
 # about half busy (user+sys over wall time x cores), waiting on kernels, JupyterLab, Slurm and the grading
@@ -80,6 +83,7 @@ bench: $(STAMP)
 
 bench-grading: $(STAMP)
 	$(PY) -m bench.bench_grading $(BENCH_ARGS)
+	$(PY) -m bench.bench_warm_grading $(WARM_BENCH_ARGS)
 
 ## Wall time of `make test` in a fresh clone, cold (venv created) and warm
 bench-tests:

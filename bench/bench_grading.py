@@ -43,6 +43,7 @@ def build_class(root: Path, lessons: list[str], students: int) -> Path:
 
 
 PEAK = {"grader_mb": 0.0}
+TEMPLATE = "autograder.warm.template"
 
 
 def timed(cmd: list[str], cwd: Path) -> float:
@@ -59,7 +60,10 @@ def timed(cmd: list[str], cwd: Path) -> float:
             for p in tree:
                 try:
                     line = " ".join(p.cmdline())
-                    if "ipykernel" not in line and "bwrap" not in line and "prlimit" not in line:
+                    if TEMPLATE in line:   # a template counts; what it forks (kernels, their sandboxes) does not
+                        if TEMPLATE not in " ".join(p.parent().cmdline()):
+                            rss += p.memory_info().rss
+                    elif "ipykernel" not in line and "bwrap" not in line and "prlimit" not in line:
                         rss += p.memory_info().rss
                 except psutil.Error:
                     pass

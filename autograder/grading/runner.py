@@ -37,6 +37,13 @@ from .settings import CGROUP_MEMORY_HEADROOM_MB, MAX_OUTPUT_DEPTH, RUNTIME_MB, W
 from .status import Status
 
 
+TIMINGS = ("start", "setup", "cells", "figures", "tests", "hidden")
+
+
+def _has_figure(cell) -> bool:
+    return any("image/png" in out.get("data", {}) for out in cell.get("outputs", []))
+
+
 @dataclass
 class Run:
     """What ran, judged by nobody yet: the executed notebook (test cells as the kernel left their visible
@@ -50,7 +57,9 @@ class Run:
     seconds: float = 0.0
     execution_seconds: float = 0.0
     kernel_start: str = ""          # "warm" (forked from a template) or "cold"
-    start_seconds: float = 0.0      # from asking for the kernel to its answering (its start-up)
+    # where the time went, in seconds: the kernel's start (asked for -> answering), the first code cell (the
+    # imports), other cells, cells that drew a figure, test cells' visible parts, their hidden parts
+    timings: dict[str, float] = field(default_factory=lambda: dict.fromkeys(TIMINGS, 0.0))
     notes: list[str] = field(default_factory=list)
 
     def test_outputs(self, index: int) -> list:
@@ -136,17 +145,24 @@ async def _run(run: Run, limits: Limits, work: Path, runtime: Path, warm: bool) 
             env[SANDBOX_ENV] = json.dumps(spec)
         async with client.async_setup_kernel(env=env):
             run.kernel_start = "warm" if warm else "cold"
-            run.start_seconds = time.monotonic() - started
+            run.timings["start"] = time.monotonic() - started
             watchdog = Watchdog(km, limits)
             watchdog.start()
             started = time.monotonic()
+            first = True
             for index, cell in enumerate(nb.cells):
                 if cell.cell_type != "code":
                     continue
+                began = time.monotonic()
                 if index in run.test_cells:
-                    await _run_test_cell(client, cell, index, run.replies, run.hidden_runs)
+                    hidden = await _run_test_cell(client, cell, index, run.replies, run.hidden_runs)
+                    run.timings["hidden"] += hidden
+                    run.timings["tests"] += time.monotonic() - began - hidden
                 else:
                     await client.async_execute_cell(cell, index)
+                    kind = "setup" if first else "figures" if _has_figure(cell) else "cells"
+                    run.timings[kind] += time.monotonic() - began
+                first = False
                 if watchdog.tripped:
                     break
     except ColdStartRefused:
@@ -224,11 +240,12 @@ def _stopped_by_output_cap(nb) -> bool:
                for cell in nb.cells if cell.cell_type == "code" for out in cell.get("outputs", []))
 
 
-async def _run_test_cell(client, cell, index: int, replies: dict, hidden_runs: dict) -> None:
+async def _run_test_cell(client, cell, index: int, replies: dict, hidden_runs: dict) -> float:
     """A graded test cell as two executions: the visible checks, then (if they passed) the hidden part.
 
     The hidden part runs with ``store_history=False`` and into a cell of its own, whose outputs never
-    reach feedback: only its observations are read. ``replies[index]`` ends as the cell's overall status."""
+    reach feedback: only its observations are read. ``replies[index]`` ends as the cell's overall status.
+    Returns the seconds the hidden part took."""
     visible, hidden = protocol.split_hidden(cell.source)
     full = cell.source
     cell.source = visible
@@ -238,12 +255,14 @@ async def _run_test_cell(client, cell, index: int, replies: dict, hidden_runs: d
         cell.source = full
     status = replies.get(index)
     if not hidden.strip() or status != "ok" or any(o.get("output_type") == "error" for o in cell.outputs):
-        return
+        return 0.0
     part = nbformat.v4.new_code_cell(hidden)
     part.metadata = nbformat.from_dict({"tags": list(cell.metadata.get("tags", []))})
     hidden_runs[index] = (part.outputs, None)
+    began = time.monotonic()
     try:
         await client.async_execute_cell(part, index, store_history=False)
+        return time.monotonic() - began
     finally:
         client.nb["cells"][index] = cell   # nbclient stores the cell it ran at its index
         hidden_runs[index] = (part.outputs, replies.get(index))

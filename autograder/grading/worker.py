@@ -35,6 +35,8 @@ class NotebookResult:
     max_score: float = 0.0
     seconds: float = 0.0
     execution_seconds: float = 0.0
+    kernel_start: str = ""                                   # "warm" or "cold"
+    timings: dict[str, float] = field(default_factory=dict)  # runner.Run.timings, rounded
     notes: list[str] = field(default_factory=list)
 
     def __post_init__(self):
@@ -140,6 +142,8 @@ def grade_notebook(job: Job, name: str, limits: Limits, present: list[str],
         elif built.findings:
             result.notes = built.findings + result.notes
         result.execution_seconds = run.execution_seconds
+        result.kernel_start = run.kernel_start
+        result.timings = {key: round(value, 3) for key, value in run.timings.items()}
         stage(job, name, run.nb, result)
     except SubmissionError as exc:
         result.status, result.reason = Status(exc.status), exc.reason
