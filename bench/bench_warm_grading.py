@@ -97,7 +97,8 @@ def compare(work: Path, lesson: str, students: int, jobs: int) -> None:
         times[kernels], reports[kernels] = grade(roots[kernels], kernels, jobs)
     floor = sum(s["execution_seconds"] for s in reports["warm"]["submissions"]) / jobs
     statuses = {k: sorted({s["status"] for s in r["submissions"]}) for k, r in reports.items()}
-    print(f"{lesson}, {students} honest submissions, --jobs {jobs}: serial nbgrader autograde {times['nbgrader']:.1f} s; "
+    print(f"{lesson}, {students} honest submissions, --jobs {jobs}: "
+          f"serial nbgrader autograde {times['nbgrader']:.1f} s; "
           f"grade --kernels cold {times['cold']:.1f} s; --kernels warm {times['warm']:.1f} s (statuses {statuses})")
     print(f"  warm / nbgrader {times['warm'] / times['nbgrader']:.2f} (target <= "
           f"{'0.25' if lesson.startswith('01') else '0.35'}); warm / cold {times['warm'] / times['cold']:.2f}; "
@@ -149,7 +150,8 @@ def main() -> int:
                 wall, report = grade(root, kernels, args.jobs)
                 floor = sum(s["execution_seconds"] for s in report["submissions"]) / args.jobs
                 statuses = sorted({s["status"] for s in report["submissions"]})
-                print(f"class of {args.class_size} submissions of {lesson} (honest, noisy, wrong), --kernels {kernels}, "
+                print(f"class of {args.class_size} submissions of {lesson} (honest, noisy, wrong), "
+                      f"--kernels {kernels}, "
                       f"--jobs {args.jobs}: {wall:.1f} s ({wall / args.class_size:.2f} s each), floor {floor:.1f} s, "
                       f"ratio {wall / floor:.2f}; grader's peak memory {PEAK['grader_mb']:.0f} MB; statuses "
                       f"{statuses} ({time.perf_counter() - started:.0f} s)", flush=True)

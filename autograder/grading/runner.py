@@ -36,7 +36,6 @@ from .kernel_client import (
 from .settings import CGROUP_MEMORY_HEADROOM_MB, MAX_OUTPUT_DEPTH, RUNTIME_MB, WATCHDOG_INTERVAL_S, Limits
 from .status import Status
 
-
 TIMINGS = ("start", "setup", "cells", "figures", "tests", "hidden")
 
 

@@ -60,7 +60,9 @@ def _check(result: int, what: str) -> None:
 
 
 def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    enc = (lambda s: s.encode() if s is not None else None)
+    def enc(text: str | None) -> bytes | None:
+        return text.encode() if text is not None else None
+
     _check(_libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)),
            f"mount {source} on {target}")
 
@@ -116,7 +118,7 @@ def launch(sandbox: dict, report: int, become) -> None:
     os.close(ready_w)
     answer = _read_all(ready_r)
     if answer == b"K":
-        import psutil   # preloaded by the template
+        import psutil  # preloaded by the template
 
         kernels = [child.pid for child in psutil.Process(init).children()]
         answer = b"P%d" % kernels[0] if len(kernels) == 1 else b"Ethe kernel's host pid was not found"

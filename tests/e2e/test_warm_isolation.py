@@ -187,7 +187,8 @@ def test_files_written_reach_no_one(design, grader):
 
 LEAVE = ["import subprocess, threading, time, os\n"
          f"subprocess.Popen(['sh', '-c', 'sleep 300; echo {TOKEN}'], start_new_session=True)\n"
-         f"def keep():\n    while True:\n        open('/tmp/{TOKEN}-thread', 'w').write('x')\n        time.sleep(0.05)\n"
+         f"def keep():\n    while True:\n        open('/tmp/{TOKEN}-thread', 'w').write('x')\n"
+         "        time.sleep(0.05)\n"
          "threading.Thread(target=keep, daemon=True).start()\ntime.sleep(0.3)\nprint('left=yes')"]
 
 
@@ -199,7 +200,8 @@ def test_a_process_or_thread_left_running_ends_with_its_kernel(design, grader):
         time.sleep(0.5)
         survivors = [p.pid for p in psutil.process_iter(["cmdline"])
                      if p.info["cmdline"] and TOKEN in " ".join(p.info["cmdline"])]
-        honest = grader.run([FIND + f"\nimport os\nprint('seen=' + repr([visible(), os.path.exists('/tmp/{TOKEN}-thread')]))"])
+        probe = f"\nimport os\nprint('seen=' + repr([visible(), os.path.exists('/tmp/{TOKEN}-thread')]))"
+        honest = grader.run([FIND + probe])
         processes, thread_file = eval(answer(honest, "seen"))
         closed = survivors == [] and processes == [] and not thread_file
         assert closed == (design == "per-child"), (survivors, processes, thread_file)
@@ -228,14 +230,20 @@ def test_memory_exhaustion_is_the_submissions_own(design, grader):
     assert set(before) <= set(template_pids())   # the template outlived it
 
 
+# a neighbour graded beside: it says it runs (a file in its runtime folder, the one the grader sees), then waits
+SIBLING = ["import os\nopen(os.environ['HOME'] + '/../run/started', 'w').close()\n"
+           "import time\ntime.sleep(6)\nprint('alive=yes')"]
+
 SNOOP = [FIND + "\nimport ctypes, os, signal\nlibc = ctypes.CDLL(None, use_errno=True)\n"
          "memory = environ = attached = signalled = 0\n"
          "for pid in others():\n"
-         "    try:\n        environ += len(open(f'/proc/{pid}/environ', 'rb').read()) > 0\n    except OSError:\n        pass\n"
+         "    try:\n        environ += len(open(f'/proc/{pid}/environ', 'rb').read()) > 0\n"
+         "    except OSError:\n        pass\n"
          "    try:\n        line = next(l for l in open(f'/proc/{pid}/maps') if ' rw' in l)\n"
          "        start = int(line.split('-')[0], 16)\n"
          "        with open(f'/proc/{pid}/mem', 'rb') as mem:\n            mem.seek(start)\n"
-         "            memory += len(mem.read(64)) == 64\n    except (OSError, StopIteration, ValueError):\n        pass\n"
+         "            memory += len(mem.read(64)) == 64\n"
+         "    except (OSError, StopIteration, ValueError):\n        pass\n"
          "    if libc.ptrace(16, pid, 0, 0) == 0:   # PTRACE_ATTACH; then wait for its stop and PTRACE_DETACH\n"
          "        attached += 1\n        libc.waitpid(pid, None, 0x40000000)\n        libc.ptrace(17, pid, 0, 0)\n"
          "print('snooped=' + repr([len(others()), environ, memory, attached]))"]
@@ -243,8 +251,7 @@ SNOOP = [FIND + "\nimport ctypes, os, signal\nlibc = ctypes.CDLL(None, use_errno
 
 @pytest.mark.parametrize("design", DESIGNS, indirect=True)
 def test_a_sibling_memory_and_environment_are_out_of_reach(design, grader):
-    thread, result, scratch = grader.beside([f"open('{{}}/started'.format(__import__('os').environ['HOME'] + '/../run'), 'w').close()\n"
-                                             "import time\ntime.sleep(6)\nprint('alive=yes')"])
+    thread, result, scratch = grader.beside(SIBLING)
     wait_for(scratch / "run" / "started", thread, result)
     snooper = grader.run(SNOOP)
     thread.join(60)
@@ -260,8 +267,7 @@ KILL = [FIND + "\nimport os, signal\nkilled = 0\nfor pid in others():\n    try:\
 
 @pytest.mark.parametrize("design", DESIGNS, indirect=True)
 def test_signals_reach_neither_the_template_nor_a_sibling(design, grader):
-    thread, result, scratch = grader.beside([f"open('{{}}/started'.format(__import__('os').environ['HOME'] + '/../run'), 'w').close()\n"
-                                             "import time\ntime.sleep(6)\nprint('alive=yes')"])
+    thread, result, scratch = grader.beside(SIBLING)
     wait_for(scratch / "run" / "started", thread, result)
     before = template_pids()
     killer = grader.run(KILL)
@@ -289,6 +295,6 @@ def test_a_killed_template_costs_nothing(design, grader):
 def wait_for(path: Path, thread: threading.Thread, result: list, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while not path.exists():
-        assert thread.is_alive() and time.monotonic() < deadline, (f"{path} never appeared", result and
-                                                                   (result[0].status, result[0].reason, text(result[0])))
+        seen = result and (result[0].status, result[0].reason, text(result[0]))
+        assert thread.is_alive() and time.monotonic() < deadline, (f"{path} never appeared", seen)
         time.sleep(0.05)
