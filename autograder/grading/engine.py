@@ -53,7 +53,8 @@ class Engine:
         slots = cpu_sets(run.settings.jobs)
         for slot in slots:
             self.cpu_slots.put(slot)
-        self.pool = Workers(run.settings.jobs, context, self.cpu_slots, slots, self.manager.Queue())
+        self.pool = Workers(run.settings.jobs, context, self.cpu_slots, slots, self.manager.Queue(),
+                            runner.template_env_for(run.limits))
         self.results: list[NotebookResult] = []
         self.references: dict[str, reference.HostReference] = {}
         self.unsettled = {a: sum(1 for _, b in run.tasks if b == a) for _, a in run.tasks}
@@ -210,9 +211,14 @@ def rerun_alone(items: list[NotebookResult], jobs: int, graded_together: int) ->
     return jobs > 1 and graded_together > 1 and any(item.status == Status.TIMEOUT for item in items)
 
 
-def _register_worker(pids) -> None:
-    """A worker's initializer (``ProcessPoolExecutor``'s public hook): it tells the engine its pid."""
+def _register_worker(pids, template_env: dict | None) -> None:
+    """A worker's initializer (``ProcessPoolExecutor``'s public hook): it tells the engine its pid, and starts
+    its warm template, which imports while the first reference run goes on in another worker."""
     pids.put(os.getpid())
+    if template_env is not None:
+        from ..warm import pool
+
+        pool.prestart(template_env)
 
 
 class Workers:
@@ -222,14 +228,15 @@ class Workers:
     at a time. Each worker reports its pid through the pool's initializer, so no private attribute of the
     executor is read."""
 
-    def __init__(self, jobs: int, context, cpu_slots, slots: list[str], pids):
+    def __init__(self, jobs: int, context, cpu_slots, slots: list[str], pids, template_env: dict | None = None):
         self.jobs, self.context, self.cpu_slots, self.slots, self.pids = jobs, context, cpu_slots, slots, pids
+        self.template_env = template_env
         self.pool = self._new()
         self.replaced = 0
 
     def _new(self):
         return futures.ProcessPoolExecutor(max_workers=self.jobs, mp_context=self.context,
-                                           initializer=_register_worker, initargs=(self.pids,))
+                                           initializer=_register_worker, initargs=(self.pids, self.template_env))
 
     def replace(self) -> None:
         import psutil

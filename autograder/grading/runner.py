@@ -23,7 +23,7 @@ from nbclient.exceptions import DeadKernelError
 
 from ..kernel import outputcap, protocol
 from ..warm import KERNEL_NAME as WARM_KERNEL
-from ..warm.provisioner import SANDBOX_ENV, ColdStartRefused
+from ..warm.provisioner import SANDBOX_ENV, ColdStartRefused, template_env
 from . import cgroups, sandbox
 from .kernel_client import (
     GradingClient,
@@ -115,6 +115,13 @@ def warm_unavailable(limits: Limits) -> str | None:
     from ..warm import isolate
 
     return isolate.available()
+
+
+def template_env_for(limits: Limits) -> dict | None:
+    """The environment of the template this run's warm kernels fork from (to start it early), or None."""
+    if warm_unavailable(limits) is not None:
+        return None
+    return template_env(sandbox.kernel_env(Path("/nonexistent"), limits.threads), {"mpl_cache": limits.mpl_cache})
 
 
 async def _run(run: Run, limits: Limits, work: Path, runtime: Path, warm: bool) -> None:
