@@ -298,3 +298,15 @@ def wait_for(path: Path, thread: threading.Thread, result: list, timeout: float 
         seen = result and (result[0].status, result[0].reason, text(result[0]))
         assert thread.is_alive() and time.monotonic() < deadline, (f"{path} never appeared", seen)
         time.sleep(0.05)
+
+
+def test_a_template_that_cannot_fork_means_a_cold_kernel_in_bubblewrap(monkeypatch, grader):
+    """The template answers cold (it owns a thread: the test hook); the kernel then starts cold, still in the
+    sandbox (uid 65534, its own PID namespace), and the report says why."""
+    original = sandbox.kernel_env
+    monkeypatch.setattr(sandbox, "kernel_env", lambda *a, **k: {**original(*a, **k), "PTE_WARM_TEST_RUN": TOKEN,
+                                                                "PTE_WARM_TEST_THREAD": "1"})
+    run = grader.run(["import os\nprint('who=' + repr([os.getuid(), os.getpid()]))"])
+    assert run.status == Status.GRADED and run.kernel_start == "cold"
+    assert any("cold kernel" in note and "threads" in note for note in run.notes), run.notes
+    assert eval(answer(run, "who")) == [65534, 2]   # bubblewrap's PID 1 is its own init; the kernel is 2
