@@ -71,7 +71,10 @@ class SandboxedKernelManager(AsyncKernelManager):
     def format_kernel_cmd(self, extra_arguments=None):
         # the kernel caps each cell's output itself (autograder.kernel.outputcap), before memory grows
         return (list(self.prefix) + super().format_kernel_cmd(extra_arguments)
-                + [f"--IPKernelApp.extensions={outputcap.__name__}"])
+                + [f"--IPKernelApp.extensions={outputcap.__name__}",
+                   # IPython's history in memory: a fresh kernel would create and commit an SQLite file in
+                   # the empty work folder (a tenth of its start-up), and nothing reads it after the run
+                   "--HistoryManager.hist_file=:memory:"])
 
     async def interrupt_kernel(self):
         """SIGINT to the kernel itself: the sandbox's own processes (bwrap) would die of it."""
