@@ -49,13 +49,23 @@ def worker_of(kernel: psutil.Process) -> psutil.Process | None:
     return None
 
 
+def binds_under(proc: psutil.Process, runtime: Path) -> bool:
+    """Is ``proc`` the kernel of this runtime folder: a cold one (``ipykernel_launcher``) or a warm one (its
+    command line is its template's), whose ZMQ sockets are bound there?"""
+    line = " ".join(proc.info["cmdline"] or [])
+    if "ipykernel_launcher" not in line and "autograder.warm.template" not in line:
+        return False
+    try:
+        return any(str(c.laddr).startswith(str(runtime) + "/") for c in proc.net_connections("unix"))
+    except psutil.Error:
+        return False
+
+
 def watch(scratch: Path, stop: threading.Event, kills: list) -> None:
     while not stop.wait(0.2):
         for flag in scratch.glob(f"*/nb-*/run/{FLAG}"):
-            connection = str(flag.parent / "kernel.json")
             for proc in psutil.process_iter(["cmdline"]):
-                cmdline = proc.info["cmdline"] or []
-                if connection in cmdline and "ipykernel_launcher" in cmdline:
+                if binds_under(proc, flag.parent):
                     worker = worker_of(proc)
                     if worker is not None:
                         os.kill(worker.pid, signal.SIGKILL)
