@@ -93,8 +93,10 @@ def compare(work: Path, lesson: str, students: int, jobs: int) -> None:
     times, reports = {}, {}
     times["nbgrader"] = timed(course.nbgrader_cmd("autograde", lesson, "--force", "--log-level=ERROR"),
                               roots["nbgrader"])
+    peaks = {}
     for kernels in ("cold", "warm"):
         times[kernels], reports[kernels] = grade(roots[kernels], kernels, jobs)
+        peaks[kernels] = PEAK["grader_mb"]
     floor = sum(s["execution_seconds"] for s in reports["warm"]["submissions"]) / jobs
     statuses = {k: sorted({s["status"] for s in r["submissions"]}) for k, r in reports.items()}
     print(f"{lesson}, {students} honest submissions, --jobs {jobs}: "
@@ -105,6 +107,10 @@ def compare(work: Path, lesson: str, students: int, jobs: int) -> None:
           f"cold / nbgrader {times['cold'] / times['nbgrader']:.2f}")
     print(f"  floor (the warm notebooks' own execution / {jobs}) {floor:.1f} s; warm / floor "
           f"{times['warm'] / floor:.2f} (target <= 1.2)")
+    starts = sorted(s["timings"].get("start", 0.0) for s in reports["warm"]["submissions"])
+    print(f"  warm kernel start in the grader (asked for -> answering): median {starts[len(starts) // 2]:.2f} s, "
+          f"first {starts[-1]:.2f} s; grader's peak memory: cold {peaks['cold']:.0f} MB, warm (templates counted) "
+          f"{peaks['warm']:.0f} MB")
     for kernels in ("cold", "warm"):
         print_breakdown(kernels, reports[kernels], times[kernels], jobs)
 
@@ -132,6 +138,8 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--lessons", nargs="*", default=["01_tensors_and_views", "04_training_loop"])
     parser.add_argument("--class-size", type=int, default=0, help="the mixed class of the last lesson (0: skip)")
+    parser.add_argument("--scale-kernels", nargs="+", default=["warm", "cold"], choices=["warm", "cold"],
+                        help="the class-size run's kernels")
     parser.add_argument("--skip-compare", action="store_true")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="pte-bench-warm-"))
@@ -143,7 +151,7 @@ def main() -> int:
         if args.class_size:
             lesson = args.lessons[-1]
             base = honest_class(work / "scale", lesson, args.class_size, mixed=True)
-            for kernels in ("warm", "cold"):
+            for kernels in args.scale_kernels:
                 root = work / f"scale-{kernels}"
                 shutil.copytree(base, root)
                 started = time.perf_counter()
