@@ -153,6 +153,7 @@ def test_a_monkeypatch_stays_in_its_kernel(design, grader):
         honest = grader.run(MONKEYPATCH + HONEST)
     leaked = {key: answer(honest, key) for key in ("seed", "checks", "zeros")}
     clean = {"seed": "torch.random", "checks": "clean", "zeros": "[0.0, 0.0]"}
+    print(design, "neighbour saw:", leaked)   # pytest -s: what each design gave (quoted in the notes)
     assert (leaked == clean) == (design == "per-child"), leaked
 
 
@@ -177,6 +178,7 @@ def test_files_written_reach_no_one(design, grader):
         grader.run(writes(grader.base, venv_marker))
         honest = grader.run(reads(grader.base, venv_marker))
         seen = eval(answer(honest, "seen"))
+        print(design, "neighbour saw:", seen)
         assert (seen == []) == (design == "per-child"), seen
         assert not venv_marker.exists() or design == "without"
         assert not (Path("/tmp") / TOKEN).exists() or design == "without"
@@ -203,6 +205,8 @@ def test_a_process_or_thread_left_running_ends_with_its_kernel(design, grader):
         probe = f"\nimport os\nprint('seen=' + repr([visible(), os.path.exists('/tmp/{TOKEN}-thread')]))"
         honest = grader.run([FIND + probe])
         processes, thread_file = eval(answer(honest, "seen"))
+        print(design, "left running:", survivors, "neighbour saw", len(processes), "processes, thread file",
+              thread_file)
         closed = survivors == [] and processes == [] and not thread_file
         assert closed == (design == "per-child"), (survivors, processes, thread_file)
     finally:
@@ -218,10 +222,12 @@ EXHAUST = [f"import numpy\ntry:\n    hog = numpy.empty({2 * MEMORY_MB} * 2**20, 
 def test_memory_exhaustion_is_the_submissions_own(design, grader):
     if design == "without":   # no limit at all: only the refused allocation is tried (the host has the memory)
         first = grader.run(EXHAUST[:1])
+        print(design, "2x allocation:", answer(first, "hog"))
         assert answer(first, "hog") == "allocated"
         return
     before = template_pids()
     first = grader.run(EXHAUST)
+    print(design, "2x allocation:", answer(first, "hog"), "then:", first.status, first.reason)
     assert answer(first, "hog") == "refused"
     assert first.status == Status.MEMORY_LIMIT or "MemoryError" in str(first.nb.cells[1].outputs), first.status
     honest = grader.run(HONEST)
@@ -256,6 +262,7 @@ def test_a_sibling_memory_and_environment_are_out_of_reach(design, grader):
     snooper = grader.run(SNOOP)
     thread.join(60)
     found, environ, memory, attached = eval(answer(snooper, "snooped"))
+    print(design, "found, environ read, memory read, ptrace attached:", [found, environ, memory, attached])
     assert ([found, environ, memory, attached] == [0, 0, 0, 0]) == (design == "per-child"), (found, environ, memory,
                                                                                               attached)
     assert answer(result[0], "alive") == "yes"
@@ -275,6 +282,7 @@ def test_signals_reach_neither_the_template_nor_a_sibling(design, grader):
     killed = int(answer(killer, "killed"))
     sibling_ok = bool(result) and result[0].status == Status.GRADED and "alive=yes" in text(result[0])
     template_ok = set(before) <= set(template_pids())
+    print(design, "killed:", killed, "sibling graded:", sibling_ok, "template alive:", template_ok)
     assert (killed == 0 and sibling_ok and template_ok) == (design == "per-child"), (killed, sibling_ok, template_ok)
     honest = grader.run(HONEST)   # after the template was killed (without) or not: a new template, same grade
     assert honest.status == Status.GRADED and answer(honest, "zeros") == "[0.0, 0.0]"
