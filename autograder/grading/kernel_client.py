@@ -34,6 +34,7 @@ from .settings import (
 
 # ---------------------------------------------------------------- reading what the kernel sends
 
+HISTORY = "--HistoryManager.hist_file"   # IPython's history: in memory, as nbclient gives python3 kernels
 UNREADABLE = "pte_unreadable"   # what a message part the grader cannot decode becomes
 
 
@@ -70,11 +71,13 @@ class SandboxedKernelManager(AsyncKernelManager):
 
     def format_kernel_cmd(self, extra_arguments=None):
         # the kernel caps each cell's output itself (autograder.kernel.outputcap), before memory grows
-        return (list(self.prefix) + super().format_kernel_cmd(extra_arguments)
-                + [f"--IPKernelApp.extensions={outputcap.__name__}",
-                   # IPython's history in memory: a fresh kernel would create and commit an SQLite file in
-                   # the empty work folder (a tenth of its start-up), and nothing reads it after the run
-                   "--HistoryManager.hist_file=:memory:"])
+        cmd = list(self.prefix) + super().format_kernel_cmd(extra_arguments)
+        cmd.append(f"--IPKernelApp.extensions={outputcap.__name__}")
+        if not any(arg.startswith(HISTORY) for arg in cmd):
+            # nbclient asks for it only for kernels named python3 (its KernelManager.ipykernel), not pte-warm:
+            # a warm kernel would otherwise create and commit an SQLite file (a tenth of its start-up)
+            cmd.append(f"{HISTORY}=:memory:")
+        return cmd
 
     async def interrupt_kernel(self):
         """SIGINT to the kernel itself: the sandbox's own processes (bwrap) would die of it."""
