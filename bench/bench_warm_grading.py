@@ -157,11 +157,16 @@ def main() -> int:
                 started = time.perf_counter()
                 wall, report = grade(root, kernels, args.jobs)
                 floor = sum(s["execution_seconds"] for s in report["submissions"]) / args.jobs
-                statuses = sorted({s["status"] for s in report["submissions"]})
+                counts = {}
+                for entry in report["submissions"]:
+                    counts[entry["status"]] = counts.get(entry["status"], 0) + 1
+                statuses = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+                for entry in [e for e in report["submissions"] if e["status"] != "graded"][:5]:
+                    print(f"  not graded: {entry['student']}: {entry['status']}: {entry['reason'][:300]}")
                 print(f"class of {args.class_size} submissions of {lesson} (honest, noisy, wrong), "
                       f"--kernels {kernels}, "
                       f"--jobs {args.jobs}: {wall:.1f} s ({wall / args.class_size:.2f} s each), floor {floor:.1f} s, "
-                      f"ratio {wall / floor:.2f}; grader's peak memory {PEAK['grader_mb']:.0f} MB; statuses "
+                      f"ratio {wall / floor:.2f}; grader's peak memory {PEAK['grader_mb']:.0f} MB; statuses: "
                       f"{statuses} ({time.perf_counter() - started:.0f} s)", flush=True)
                 print_breakdown(kernels, report, wall, args.jobs)
     finally:
