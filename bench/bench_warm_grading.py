@@ -141,6 +141,7 @@ def main() -> int:
     parser.add_argument("--scale-kernels", nargs="+", default=["warm", "cold"], choices=["warm", "cold"],
                         help="the class-size run's kernels")
     parser.add_argument("--skip-compare", action="store_true")
+    parser.add_argument("--keep", action="store_true", help="keep the bench's folder and print its path")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="pte-bench-warm-"))
     try:
@@ -170,7 +171,10 @@ def main() -> int:
                       f"{statuses} ({time.perf_counter() - started:.0f} s)", flush=True)
                 print_breakdown(kernels, report, wall, args.jobs)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if args.keep:
+            print(f"the bench's folder is kept: {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
     return 0
 
 

@@ -38,8 +38,8 @@ def add_parser(commands) -> None:
                        help="bubblewrap isolation (default auto: required; refuses to grade without it). "
                             "'none' grades without isolation, knowingly")
     grade.add_argument("--kernels", choices=["warm", "cold"], default=None,
-                       help="cold (default): start each kernel as a new Python; warm: fork each kernel, sandboxed, "
-                            "from a template that has imported torch")
+                       help="warm (default): fork each kernel, sandboxed, from a template that has imported torch; "
+                            "cold: start each kernel as a new Python")
     grade.add_argument("--shard", default=None, metavar="I/N|auto",
                        help="grade only students whose id hashes to shard I of N (several graders, one database); "
                             "auto: the shard of this Slurm array task or Kubernetes Indexed Job pod")

@@ -174,6 +174,8 @@ async def _run(run: Run, limits: Limits, work: Path, runtime: Path, warm: bool) 
     except ColdStartRefused:
         raise   # nothing of the student's ran: execute() starts the kernel cold
     except Exception as exc:  # the kernel died, or anything else that stops the run: never raised to the batch
+        if warm and not run.kernel_start:   # the warm kernel never answered: nothing of the student's ran
+            raise ColdStartRefused(f"the warm kernel did not start: {type(exc).__name__}: {exc}") from exc
         if not (watchdog and watchdog.tripped) and not client.unresponsive:
             run.status, run.reason = (
                 (Status.KERNEL_DIED, "the kernel died (the notebook exited or crashed it)")

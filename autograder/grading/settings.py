@@ -91,10 +91,10 @@ class PTEGrading(Configurable):
                    help="bubblewrap isolation: auto (required), bwrap, or none (knowingly)").tag(config=True)
     phase2_timeout_s = Float(900.0, help="cap of nbgrader's recording step for one batch, in seconds"
                              ).tag(config=True)
-    kernels = Enum(["warm", "cold"], "cold",
-                   help="cold (the default until a class of 300 grades without an error): start every kernel as a "
-                        "new Python; warm: fork each sandboxed kernel from a template that has imported torch (each "
-                        "child makes its own sandbox; cold where it cannot, the reason in the report)").tag(config=True)
+    kernels = Enum(["warm", "cold"], "warm",
+                   help="warm: fork each sandboxed kernel from a template that has imported torch (each child "
+                        "makes its own sandbox; cold where it cannot, the reason in the report); cold: start "
+                        "every kernel as a new Python").tag(config=True)
 
 
 # PTEGrading names that are not the Settings field's own name

@@ -3,24 +3,29 @@ forked child before it runs anything of the student's.
 
 The grading command's template runs as root on the host, with only the import-time variables of its key and
 ``PATH`` in its environment, and holds nothing but imported modules. For a request with a ``sandbox`` spec
-(:func:`spec`, built by the grader) the child it forks:
+(:func:`spec`, built by the grader) the child it forks runs :func:`launch`, which makes three processes:
 
-1. ``enter``: joins the kernel's cgroups (cpuset, memory, pids) while it can still see the host's hierarchy,
-   then unshares new mount, PID, IPC, UTS, network and cgroup namespaces and forks once more, so that the
-   kernel is PID 1 of its own PID namespace (everything it starts dies with it). The first child stays
-   outside, waits for the kernel and exits as it did (``relay``).
-2. ``build_root`` (in the kernel, PID 1): a new root on a small tmpfs, the same read-only bind mounts as the
-   cold sandbox's (system, Python, venv, ``autograder/kernel``, ``data/``), a minimal ``/dev`` with its own
-   ``/dev/shm``, a new ``/proc`` (only its own processes), size-capped tmpfs mounts for ``/tmp`` and the
-   work folder, the runtime folder bound from the host, the font cache read-only, loopback up, then
-   ``pivot_root`` and the old root detached; the new root is remounted read-only.
-3. ``drop``: the limits (``RLIMIT_DATA``, ``FSIZE``, ``CORE``, ``NOFILE``, ``NPROC`` where no pids cgroup
-   counts), the CPU set, then uid/gid 65534 with no supplementary groups, every capability dropped from the
-   bounding and ambient sets, ``no_new_privs``, and the parent-death signal. ``PR_SET_DUMPABLE`` is set back
-   to 1, as ``execve`` sets it for a cold kernel (only processes of its own namespace could use it).
+1. the **relay** (the forked child itself, outside): joins the kernel's cgroups (cpuset, memory, pids) while
+   it still sees the host's hierarchy, unshares a PID namespace and forks its PID 1; it reports the kernel's
+   host pid (``P<pid>``) or why the sandbox could not be made (``E<why>``) on the template's pipe, waits for
+   PID 1 and ends as it ended (``_relay``);
+2. **PID 1** (``_init``): unshares mount, IPC, UTS, network and cgroup namespaces, then ``build_root``: a new
+   root on a small tmpfs, ``/tmp`` first, the same read-only bind mounts as the cold sandbox's (system,
+   Python, venv, ``autograder/kernel``, ``data/``) with every submount remounted read-only, a minimal
+   ``/dev`` with its own ``/dev/shm``, size-capped tmpfs mounts for ``/tmp``, ``/dev/shm`` and the work
+   folder, the runtime folder bound from the host, the font cache read-only, a new ``/proc`` (only the
+   namespace's processes), ``pivot_root`` with the old root detached, the new root remounted read-only and
+   loopback up. It forks the kernel, drops as the kernel does, reaps orphans and exits when the kernel ends,
+   which ends every process left in the namespace;
+3. the **kernel**: its own session, then ``drop``: the limits (``RLIMIT_DATA``, ``FSIZE``, ``CORE``,
+   ``NOFILE``, ``NPROC`` where no pids cgroup counts), the CPU set, uid/gid 65534 with no supplementary
+   groups, every capability dropped from the bounding and ambient sets, ``no_new_privs``, a parent-death
+   signal and a check that ``CapEff`` is 0. ``PR_SET_DUMPABLE`` is set back to 1, as ``execve`` sets it for
+   a cold kernel (only processes of its own namespace could use it). Only then does it become the kernel.
 
-Test hook: ``PTE_WARM_TEST_NO_ISOLATION=1`` in the template's environment skips all three steps (the design
-"without the per-child step" that tests/e2e/test_warm_isolation.py shows to be unsafe).
+Test hook: ``PTE_WARM_TEST_NO_ISOLATION=1`` in the template's environment skips the per-child step: the
+child becomes the kernel on the host, as root (the design "without the per-child step" that
+tests/e2e/test_warm_isolation.py shows to be unsafe).
 """
 from __future__ import annotations
 

@@ -318,3 +318,23 @@ def test_a_template_that_cannot_fork_means_a_cold_kernel_in_bubblewrap(monkeypat
     assert run.status == Status.GRADED and run.kernel_start == "cold"
     assert any("cold kernel" in note and "threads" in note for note in run.notes), run.notes
     assert eval(answer(run, "who")) == [65534, 2]   # bubblewrap's PID 1 is its own init; the kernel is 2
+
+
+def test_a_warm_kernel_that_never_answers_means_a_cold_kernel(monkeypatch, grader):
+    """A warm start that fails any other way (here its client never connects, as when a loaded machine passes
+    the start timeout) ran nothing of the student's: the kernel starts cold in bubblewrap, and a correct
+    submission is graded, not reported as the grader's error."""
+    from autograder.grading import kernel_client
+
+    original = kernel_client.GradingClient.async_start_new_kernel_client
+
+    async def stalled(self):
+        if self.km.sandboxed:   # the warm kernel only
+            raise RuntimeError("Kernel didn't respond in 60 seconds")
+        return await original(self)
+
+    monkeypatch.setattr(kernel_client.GradingClient, "async_start_new_kernel_client", stalled)
+    run = grader.run(["import os\nprint('who=' + repr([os.getuid(), os.getpid()]))"])
+    assert run.status == Status.GRADED and run.kernel_start == "cold", (run.status, run.reason, run.notes)
+    assert any("did not start" in note and "didn't respond" in note for note in run.notes), run.notes
+    assert eval(answer(run, "who")) == [65534, 2]

@@ -50,3 +50,28 @@ def group_of(item) -> str:
 def pytest_collection_modifyitems(config, items):
     groups = {item.nodeid: group_of(item) for item in items}
     items.sort(key=lambda item: PRIORITY.get(groups[item.nodeid].split("-")[0], 9))
+
+
+# Where a run's time goes, per file and per worker (setup, call and teardown summed): printed at the end, so
+# that the groups' priorities above can follow what a run measured.
+_SECONDS: dict[str, float] = {}
+_WORKERS: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    if hasattr(report, "duration"):
+        name = report.nodeid.split("::")[0]
+        _SECONDS[name] = _SECONDS.get(name, 0.0) + report.duration
+        worker = getattr(getattr(report, "node", None), "gateway", None)
+        worker = getattr(worker, "id", "main")
+        _WORKERS[worker] = _WORKERS.get(worker, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if hasattr(config, "workerinput") or not _SECONDS:
+        return
+    terminalreporter.write_sep("=", f"seconds per test file (the 20 longest of {len(_SECONDS)}; "
+                               f"{sum(_SECONDS.values()):.0f} s in all)")
+    for name, seconds in sorted(_SECONDS.items(), key=lambda kv: -kv[1])[:20]:
+        terminalreporter.write_line(f"{seconds:8.1f}  {name}")
+    terminalreporter.write_line("per worker: " + ", ".join(f"{w} {s:.0f} s" for w, s in sorted(_WORKERS.items())))
