@@ -11,9 +11,12 @@ import os
 import signal
 import time
 from pathlib import Path
+from queue import Empty
 
 import nbformat
 import psutil
+import zmq
+from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import DeadKernelError
@@ -62,9 +65,45 @@ def too_deep(value, limit: int = MAX_OUTPUT_DEPTH) -> bool:
         level = [child for c in containers for child in (c.values() if isinstance(c, dict) else c)]
 
 
+class ReadyClient(AsyncKernelClient):
+    """jupyter_client's client, ready as soon as the kernel has answered ``kernel_info`` and IOPub delivers.
+
+    The stock ``wait_for_ready`` then waits for 0.2 s of IOPub silence, to drop start-up messages that
+    nbclient filters by their parent message anyway: a fifth of a second of every kernel start, idle. Its
+    sockets retry a connection every 10 ms, not 100: the client connects before the kernel has bound."""
+
+    RECONNECT_MS = 10
+
+    def start_channels(self, *args, **kwargs):
+        self.context.setsockopt(zmq.RECONNECT_IVL, self.RECONNECT_MS)   # a default for the sockets made next
+        super().start_channels(*args, **kwargs)
+
+    async def wait_for_ready(self, timeout: float | None = None) -> None:
+        deadline = time.monotonic() + (float("inf") if timeout is None else timeout)
+        while True:
+            self.kernel_info()
+            try:
+                reply = await self.shell_channel.get_msg(timeout=1)
+            except Empty:
+                reply = None
+            if reply is not None and reply["msg_type"] == "kernel_info_reply":
+                try:
+                    await self.iopub_channel.get_msg(timeout=0.2)   # IOPub connected: the request's status
+                except Empty:
+                    pass   # not yet subscribed: ask again
+                else:
+                    self._handle_kernel_info_reply(reply)
+                    return
+            if not await self.is_alive():
+                raise RuntimeError("Kernel died before replying to kernel_info")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"Kernel didn't respond in {timeout:g} seconds")
+
+
 class SandboxedKernelManager(AsyncKernelManager):
     """A kernel manager whose kernel command runs inside the sandbox prefix."""
 
+    client_class = f"{__name__}.ReadyClient"
     prefix = List([])
     sandboxed = False   # a warm kernel: no prefix, its sandbox made by the template's child
 
