@@ -16,7 +16,8 @@ The grading command's template runs as root on the host, with only the import-ti
    folder, the runtime folder bound from the host, the font cache read-only, a new ``/proc`` (only the
    namespace's processes), ``pivot_root`` with the old root detached, the new root remounted read-only and
    loopback up. It forks the kernel, drops as the kernel does, reaps orphans and exits when the kernel ends,
-   which ends every process left in the namespace;
+   which ends every process left in the namespace. It dies with the relay (so with the template, and with
+   the grading worker that owns the template);
 3. the **kernel**: its own session, then ``drop``: the limits (``RLIMIT_DATA``, ``FSIZE``, ``CORE``,
    ``NOFILE``, ``NPROC`` where no pids cgroup counts), the CPU set, uid/gid 65534 with no supplementary
    groups, every capability dropped from the bounding and ambient sets, ``no_new_privs``, a parent-death
@@ -33,6 +34,7 @@ import ctypes
 import os
 import platform
 import resource
+import select
 import shutil
 import signal
 import socket
@@ -112,6 +114,7 @@ def launch(sandbox: dict, report: int, become) -> None:
         _check(_libc.unshare(CLONE_NEWPID), "unshare(CLONE_NEWPID)")
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)   # the relay dies with the template
         ready_r, ready_w = os.pipe()
+        life_r, life_w = os.pipe()   # PID 1 reads EOF here once the relay is gone
         init = os.fork()
     except Exception as error:  # nothing of the student's has run: the grader starts this kernel cold
         os.write(report, f"E{type(error).__name__}: {error}".encode()[:4000])
@@ -119,8 +122,10 @@ def launch(sandbox: dict, report: int, become) -> None:
     if init == 0:
         os.close(ready_r)
         os.close(report)
-        _init(sandbox, ready_w, become)
+        os.close(life_w)
+        _init(sandbox, ready_w, life_r, become)
     os.close(ready_w)
+    os.close(life_r)
     answer = _read_all(ready_r)
     if answer == b"K":
         import psutil  # preloaded by the template
@@ -129,7 +134,7 @@ def launch(sandbox: dict, report: int, become) -> None:
         answer = b"P%d" % kernels[0] if len(kernels) == 1 else b"Ethe kernel's host pid was not found"
     os.write(report, answer or b"Ethe sandbox's first process ended before the kernel started")
     os.close(report)
-    _relay(init)
+    _relay(init, life_w)
 
 
 def _read_all(fd: int) -> bytes:
@@ -140,10 +145,14 @@ def _read_all(fd: int) -> bytes:
     return b"".join(chunks)
 
 
-def _init(sandbox: dict, ready: int, become) -> None:
+def _init(sandbox: dict, ready: int, life: int, become) -> None:
     """PID 1 of the kernel's namespaces: build the file system, fork the kernel, then reap as an init does
     (orphans of the student's code end up here) until the kernel ends, and end with it: every process left in
-    the namespace dies then. Exits 128 + the signal when the kernel was killed by one."""
+    the namespace dies then. Exits 128 + the signal when the kernel was killed by one.
+
+    It dies with the relay (a parent-death signal, set again after ``drop``: a uid change clears it), so a
+    grading worker that is killed takes its template, relay, PID 1 and kernel with it. ``life`` is the read
+    end of a pipe only the relay writes to: EOF there means the relay ended before the signal was set."""
     try:
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET | CLONE_NEWCGROUP), "unshare")
@@ -168,6 +177,9 @@ def _init(sandbox: dict, ready: int, become) -> None:
     try:
         drop(sandbox)
         _prctl(PR_SET_DUMPABLE, 0)   # the kernel's processes share its uid: none may ptrace PID 1
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)   # cleared by drop's uid change
+        if select.select([life], [], [], 0)[0]:   # the relay ended before: no signal will come
+            raise IsolationError(0, "the relay ended")
     except Exception:
         os.kill(kernel, signal.SIGKILL)
     while True:
@@ -180,13 +192,15 @@ def _init(sandbox: dict, ready: int, become) -> None:
             os._exit(128 - code if code < 0 else code)
 
 
-def _relay(init: int) -> None:
-    """The first child, outside the kernel's namespaces: wait for its PID 1, end as the kernel ended."""
+def _relay(init: int, life: int) -> None:
+    """The first child, outside the kernel's namespaces: wait for its PID 1, end as the kernel ended. It holds
+    ``life``, the write end of PID 1's pipe, until it ends."""
     for fd in range(3, 1024):
-        try:
-            os.close(fd)
-        except OSError:
-            pass
+        if fd != life:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
     _, status = os.waitpid(init, 0)
     code = os.waitstatus_to_exitcode(status)
     if code > 128:   # the kernel was killed by signal code - 128 (see _init)

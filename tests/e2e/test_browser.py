@@ -33,7 +33,11 @@ test cells, must fail 6 for the cells it left unrun.
 
 The test's JupyterLab user (a fresh settings folder) differs from a student's in three settings
 only: every cell is attached to the page (``windowingMode: none``; by default cells far off screen
-are not in the DOM), closing a notebook shuts its kernel down, and no news is fetched.
+are not in the DOM), closing a notebook shuts its kernel down, and no news is fetched. Its ``python3``
+kernels fork from a warm template (a ``python3`` kernelspec on its ``JUPYTER_PATH`` that names the
+``pte-forking`` provisioner, as ``pte-warm`` does): what this test checks is what a kernel shows, not how
+it starts, and tests/e2e/test_warm_kernels.py proves a warm kernel's outputs identical to a cold one's.
+A student's JupyterLab keeps cold kernels.
 
 Screenshots (one per lesson, plus the two Validate dialogs, plus any blank widget image) and
 ``timings.json`` (seconds per step and lesson, CPU seconds of Chromium and of JupyterLab with its
@@ -63,6 +67,7 @@ import pytest
 
 from autograder import course
 from autograder.kernel import protocol
+from autograder.warm.__main__ import SPEC_DIR as WARM_SPEC
 
 import coursekit as kit
 from browser_figures import STARTUP
@@ -242,10 +247,17 @@ def lab(course_copy, tmp_path_factory, timings):
     startup = home / "ipython" / "profile_default" / "startup" / "50-pte-figure-audit.py"
     startup.parent.mkdir(parents=True)
     startup.write_text(STARTUP.format(tests=str(Path(__file__).parents[1] / "support")))
+    # python3 kernels (the notebooks' own, and Validate's) fork from a warm template (module docstring)
+    spec = json.loads((WARM_SPEC / "kernel.json").read_text())
+    (home / "jupyter" / "kernels" / "python3").mkdir(parents=True)
+    (home / "jupyter" / "kernels" / "python3" / "kernel.json").write_text(
+        json.dumps({**spec, "display_name": "Python 3 (ipykernel)"}))
     port = _free_port()
     args = f"--no-browser --port {port} --ServerApp.ip=127.0.0.1 --IdentityProvider.token={TOKEN}"
     venv = Path(sys.executable).parent.parent
+    jupyter_path = os.pathsep.join(filter(None, [str(home / "jupyter"), os.environ.get("JUPYTER_PATH")]))
     env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(home / "runtime"), JUPYTERLAB_SETTINGS_DIR=str(settings),
+               JUPYTER_PATH=jupyter_path,
                JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"),
                PTE_REFERENCE_ROOT=str(course_copy / "notebooks"), IPYTHONDIR=str(home / "ipython"),
                PTE_FIGURE_AUDIT=str(home / "figures.jsonl"))

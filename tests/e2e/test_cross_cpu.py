@@ -33,10 +33,13 @@ from nbvalkit import copy_lessons, nbval_passed, run_nbval
 
 LESSONS = course.lessons()
 EMULATED_CPU = {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2", "ONEDNN_MAX_CPU_ISA": "SSE41"}
-# a laptop's thread count; passive waiting keeps 4 threads on a busy 2-core machine from spinning (it changes
-# no result, only how idle threads wait)
-LAPTOP_THREADS = {"OMP_NUM_THREADS": "4", "MKL_NUM_THREADS": "4", "OMP_WAIT_POLICY": "PASSIVE"}
-ODD_THREADS = {"OMP_NUM_THREADS": "3", "MKL_NUM_THREADS": "3", "OMP_WAIT_POLICY": "PASSIVE"}
+# a laptop's thread count for torch; passive waiting keeps 4 threads on a busy 2-core machine from spinning (it
+# changes no result, only how idle threads wait). NumPy's OpenBLAS keeps one thread: it would start its pool as
+# NumPy loads, and a process with threads cannot be a warm template, so every kernel would start cold. No
+# lesson computes with NumPy's BLAS (they use torch, NumPy for seeds and small arrays only).
+ONE_BLAS_THREAD = {"OPENBLAS_NUM_THREADS": "1"}
+LAPTOP_THREADS = {"OMP_NUM_THREADS": "4", "MKL_NUM_THREADS": "4", "OMP_WAIT_POLICY": "PASSIVE", **ONE_BLAS_THREAD}
+ODD_THREADS = {"OMP_NUM_THREADS": "3", "MKL_NUM_THREADS": "3", "OMP_WAIT_POLICY": "PASSIVE", **ONE_BLAS_THREAD}
 MODES = {"emulated-cpu-three-threads": {**EMULATED_CPU, **ODD_THREADS}}
 
 

@@ -25,6 +25,7 @@ import psutil
 import pytest
 
 from autograder import course
+from autograder.grading import cgroups
 
 import coursekit as kit
 from test_grading import FULL, LESSON, ensure_bubblewrap
@@ -104,24 +105,51 @@ def graded(tmp_path_factory):
     report = json.loads((root / "grading-report.json").read_text())
     with open("/proc/self/mounts") as mounts:
         left = [line.split()[1] for line in mounts if str(scratch) in line]
-    return root, proc, {s["student"]: s for s in report["submissions"]}, kills, left
+    return root, proc, {s["student"]: s for s in report["submissions"]}, kills, left, kernels_left(kills)
+
+
+def kernels_left(killed: list[int], grace_s: float = 10.0) -> list[str]:
+    """The processes still in a kernel's cgroup of one of the ``killed`` workers (the grader names each
+    kernel's groups ``pte-grading/<worker pid>-...``) once the grader has returned, after ``grace_s`` for the
+    last of them to be reaped. A warm kernel's sockets are in its own network namespace, so its cgroup,
+    not its runtime folder, is what finds it."""
+    marks = tuple(f"/{cgroups.PARENT}/{pid}-" for pid in killed)
+    deadline = time.monotonic() + grace_s
+    while True:
+        left = []
+        for proc in psutil.process_iter(["cmdline"]):
+            try:
+                groups = Path(f"/proc/{proc.pid}/cgroup").read_text()
+            except OSError:
+                continue
+            if any(mark in groups for mark in marks):
+                left.append(f"{proc.pid} {' '.join(proc.info['cmdline'] or [])[:80]}")
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.2)
 
 
 def test_a_killed_worker_leaves_no_mount_behind(graded):
     """The killed worker never unmounted its kernel's runtime tmpfs: the grader does it for it at the end."""
-    *_, left = graded
+    *_, left, _ = graded
     assert not left, f"mounts left under the scratch folder: {left}"
 
 
+def test_a_killed_worker_leaves_no_kernel_behind(graded):
+    """The killed worker's kernel ends with it: for a warm one, its template, relay and PID 1 die in turn."""
+    *_, kernels = graded
+    assert not kernels, f"kernels still running after the grader returned: {kernels}"
+
+
 def test_the_culprit_alone_gets_worker_died(graded):
-    root, proc, results, kills, _ = graded
+    root, proc, results, kills, *_ = graded
     assert len(kills) >= 2, f"the worker was not killed twice: {kills}\n{proc.stderr}"
     assert results["kills-its-worker"]["status"] == "worker-died", proc.stderr
     assert proc.returncode == 3, proc.stderr
 
 
 def test_honest_neighbours_keep_their_exact_scores(graded):
-    root, proc, results, _, _ = graded
+    root, proc, results, *_ = graded
     scores = kit.scores(root, LESSON)
     for student in ("honest-a", "honest-b", "honest-c"):
         assert results[student]["status"] == "graded", (results[student], proc.stderr)
