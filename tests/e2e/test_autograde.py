@@ -15,7 +15,7 @@ solutions/ (on this CPU, on the emulated one, under the rounding jitter), the sa
 comparison plain nbgrader scores.
 
 Plain nbgrader grades both (two nbgrader starts, each for half of the lessons, side by
-side); at the same time the grading command grades the wrong one and the forger in a copy of the
+side, with warm kernels: the ``pte-warm`` kernelspec); at the same time the grading command grades the wrong one and the forger in a copy of the
 course (the battery in test_grading.py grades untouched releases with it).
 
 The release was recorded on this CPU; both graders run with the vector code of an older one
@@ -42,7 +42,7 @@ import nbformat
 import pytest
 from test_cross_cpu import EMULATED_CPU
 
-from autograder import course
+from autograder import course, warm
 from autograder.grading import judge
 from autograder.grading.planning import GRADING_DIR
 from autograder.grading.reference import CACHE_DIR
@@ -116,7 +116,11 @@ def graded(tmp_path_factory):
         if forgeries(lesson):   # a lesson without FORGERIES would hand in the solution: nothing new to prove
             kit.submit(twin, "forger", lesson, kit.fill_answers(release_nb, solution_nb, forgeries(lesson)))
     other_cpu = dict(os.environ, **EMULATED_CPU)
+    # plain nbgrader's kernels fork from a warm template (the course's pte-warm kernelspec, named on the command
+    # line): the round trip checks scores and outputs, not how a kernel starts, and test_warm_kernels.py proves
+    # a warm kernel's outputs and observations identical to a cold one's
     plain = {folder: subprocess.Popen(course.nbgrader_cmd("autograde", pattern, "--force", "--create",
+                                                          f"--Execute.kernel_name={warm.KERNEL_NAME}",
                                                           "--log-level=ERROR"), env=other_cpu,
                                       cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for folder, pattern in zip((root, even), HALVES)}
