@@ -15,8 +15,9 @@ solutions/ (on this CPU, on the emulated one, under the rounding jitter), the sa
 comparison plain nbgrader scores.
 
 Plain nbgrader grades both (two nbgrader starts, each for half of the lessons, side by
-side, with warm kernels: the ``pte-warm`` kernelspec); at the same time the grading command grades the wrong one and the forger in a copy of the
-course (the battery in test_grading.py grades untouched releases with it).
+side, with warm kernels: the ``pte-warm`` kernelspec); at the same time the grading command grades the
+wrong one and the forger in a copy of the course (the battery in test_grading.py grades untouched
+releases with it).
 
 The release was recorded on this CPU; both graders run with the vector code of an older one
 (test_cross_cpu.EMULATED_CPU), as an instructor who releases on a laptop and grades on a server

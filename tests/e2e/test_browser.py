@@ -59,6 +59,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -431,7 +432,11 @@ class Walk:
                     break
                 time.sleep(0.3)
         for session in _api(self.lab["url"], "/api/sessions"):
-            _api(self.lab["url"], f"/api/sessions/{session['id']}", method="DELETE")
+            try:
+                _api(self.lab["url"], f"/api/sessions/{session['id']}", method="DELETE")
+            except urllib.error.HTTPError as error:
+                if error.code != 404:   # 404: closing its tab ended it since the list was read
+                    raise
 
     def save_and_read(self, path: Path):
         self.page.locator(f"{NOTEBOOK} [data-jp-item-name=save] jp-button").click()
