@@ -9,12 +9,10 @@ timeout beside other submissions is graded again alone too (:func:`rerun_alone`)
 from __future__ import annotations
 
 import concurrent.futures as futures
-import ctypes
 import multiprocessing
 import os
 import queue
 import shutil
-import signal
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,7 +38,6 @@ class SubmissionRun:
 
 
 Work = ReferenceRun | SubmissionRun
-PR_SET_PDEATHSIG = 1
 
 
 class Engine:
@@ -221,8 +218,9 @@ def _register_worker(pids, template_env: dict | None) -> None:
     A worker dies with the forkserver it was forked from, which ends when the grading command does: a grading
     command that is killed (a cancelled Slurm task, the OOM killer) would otherwise leave its workers waiting
     on their call queue for ever, each with its template."""
-    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
+    from ..warm.isolate import die_with_parent
+
+    die_with_parent()
     if os.getppid() == 1:   # the forkserver ended before the signal was set
         os._exit(1)
     pids.put(os.getpid())

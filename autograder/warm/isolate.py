@@ -78,6 +78,11 @@ def _prctl(option: int, arg: int = 0, arg3: int = 0) -> None:
     _check(_libc.prctl(option, ctypes.c_ulong(arg), ctypes.c_ulong(arg3), 0, 0), f"prctl {option}")
 
 
+def die_with_parent() -> None:
+    """SIGKILL this process when its parent ends (a uid change clears it: set it after one)."""
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
 def spec(work: str, runtime: str, roots: list[str], limits, cgroup_procs: list[str], mpl_target: str,
          fsize_bytes: int, nofile: int, nproc: int | None) -> dict:
     """What the grader sends with a sandboxed request (JSON); ``limits`` is a settings.Limits."""

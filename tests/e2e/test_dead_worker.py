@@ -108,25 +108,13 @@ def graded(tmp_path_factory):
     return root, proc, {s["student"]: s for s in report["submissions"]}, kills, left, kernels_left(kills)
 
 
-def kernels_left(killed: list[int], grace_s: float = 10.0) -> list[str]:
+def kernels_left(killed: list[int]) -> list[str]:
     """The processes still in a kernel's cgroup of one of the ``killed`` workers (the grader names each
-    kernel's groups ``pte-grading/<worker pid>-...``) once the grader has returned, after ``grace_s`` for the
-    last of them to be reaped. A warm kernel's sockets are in its own network namespace, so its cgroup,
-    not its runtime folder, is what finds it."""
+    kernel's groups ``pte-grading/<worker pid>-...``) once the grader has returned. A warm kernel's sockets
+    are in its own network namespace, so its cgroup, not its runtime folder, is what finds it."""
     marks = tuple(f"/{cgroups.PARENT}/{pid}-" for pid in killed)
-    deadline = time.monotonic() + grace_s
-    while True:
-        left = []
-        for proc in psutil.process_iter(["cmdline"]):
-            try:
-                groups = Path(f"/proc/{proc.pid}/cgroup").read_text()
-            except OSError:
-                continue
-            if any(mark in groups for mark in marks):
-                left.append(f"{proc.pid} {' '.join(proc.info['cmdline'] or [])[:80]}")
-        if not left or time.monotonic() > deadline:
-            return left
-        time.sleep(0.2)
+    return kit.processes_left(lambda proc: any(mark in Path(f"/proc/{proc.pid}/cgroup").read_text()
+                                               for mark in marks))
 
 
 def test_a_killed_worker_leaves_no_mount_behind(graded):

@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 
 import nbformat
-import psutil
 import pytest
 
 from autograder import course
@@ -107,23 +106,6 @@ def slurm():
         pytest.fail(f"no Slurm cluster for the test: {exc}")
 
 
-def processes_of(course_dir: Path, grace_s: float = 10.0) -> list[str]:
-    """Processes that still grade ``course_dir`` (``PTE_COURSE`` in their environment, as every process of a
-    task has it), after ``grace_s`` for the last of them to end."""
-    deadline = time.monotonic() + grace_s
-    while True:
-        left = []
-        for proc in psutil.process_iter(["cmdline"]):
-            try:
-                if proc.environ().get("PTE_COURSE") == str(course_dir):
-                    left.append(f"{proc.pid} {' '.join(proc.info['cmdline'] or [])[:100]}")
-            except psutil.Error:   # ended meanwhile, or a kernel thread
-                continue
-        if not left or time.monotonic() > deadline:
-            return left
-        time.sleep(0.2)
-
-
 def test_job_array_grades_the_class_as_one_machine_does(tmp_path, gradebook_url, slurm):
     started = time.monotonic()
     one = kit.make_scratch_course(tmp_path / "one-machine", [LESSON])
@@ -190,7 +172,8 @@ def test_job_array_grades_the_class_as_one_machine_does(tmp_path, gradebook_url,
     for i in range(SHARDS):   # each task wrote its own files, named after its shard
         assert sorted(r["student"] for r in json.loads(
             (cluster_course / f"grading-report.shard-{i}-of-{SHARDS}.json").read_text())["submissions"]) == by_shard[i]
-    left = processes_of(cluster_course)
+    # every process of a task has the course as PTE_COURSE
+    left = kit.processes_left(lambda proc: proc.environ().get("PTE_COURSE") == str(cluster_course))
     assert not left, f"processes of the graded course outlive every job (the cancelled task's, most likely): {left}"
     rest_s = time.monotonic() - started - one_machine_s - fault_s
     print(f"slurm e2e: one machine {one_machine_s:.0f} s; array of {SHARDS} tasks with a cancelled one and its "

@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import nbformat
@@ -170,3 +171,23 @@ def output_text(nb, cell_id: str) -> str:
                     parts.append(f"{out.ename}: {out.evalue}")
             return "".join(parts)
     raise KeyError(cell_id)
+
+
+def processes_left(matches, grace_s: float = 10.0) -> list[str]:
+    """``pid command`` of each live process for which ``matches(psutil.Process)`` is true (a psutil.Error
+    counts as no), polled until there is none or ``grace_s`` has passed: what a run left running."""
+    import psutil
+
+    def matching(proc) -> bool:
+        try:
+            return matches(proc)
+        except (OSError, psutil.Error):   # ended meanwhile, or not ours to read
+            return False
+
+    deadline = time.monotonic() + grace_s
+    while True:
+        left = [f"{proc.pid} {' '.join(proc.info['cmdline'] or [])[:100]}"
+                for proc in psutil.process_iter(["cmdline"]) if matching(proc)]
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.2)
