@@ -239,7 +239,11 @@ def test_interrupt_and_kill_reach_the_forked_kernel(warm_run, templates):
         # once through the process group (what LocalProvisioner prefers), once through ForkedProcess's pidfd
         for send in (km.interrupt_kernel, lambda: km.provisioner.process.send_signal(signal.SIGINT)):
             # the signal goes only once the cell says it runs: a fixed pause lost the race on a loaded CI machine
-            msg_id = kc.execute("import time\nprint('sleeping', flush=True)\ntime.sleep(120)")
+            # short sleeps: a process-directed SIGINT that lands on another of the kernel's threads sets Python's
+            # flag but does not wake the main thread from one long sleep (a fresh clone on an Intel machine waited
+            # out the 30 s below); the flag is checked after each short one
+            msg_id = kc.execute("import time\nprint('sleeping', flush=True)\nfor _ in range(2400):\n"
+                                "    time.sleep(0.05)")
             wait_for_stream(kc, msg_id, "sleeping")
             send()
             reply = kc.get_shell_msg(timeout=30)
