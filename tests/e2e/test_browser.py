@@ -447,6 +447,7 @@ class Walk:
     def start_run_all(self) -> None:
         """Run > Run All Cells, once every cell is queued (the kernel then works on its own)."""
         self.run_started = time.monotonic()
+        self.run_statuses: list[str] = []   # the kernel statuses seen while Run All ran, in order (for a report)
 
         def began():
             st = self.state()
@@ -467,6 +468,8 @@ class Walk:
 
         def finished():
             st = self.state()
+            if st is not None and st["status"] not in self.run_statuses[-1:]:
+                self.run_statuses.append(st["status"])
             done = (st is not None and st["status"] == "idle"
                     and not any(p and "*" in p for p in st["prompts"]))
             if st is not None and st["status"] == "dead":
@@ -531,7 +534,8 @@ class Walk:
         if not_run:
             more = " ..." if len(not_run) > 12 else ""
             self.problem(f"{len(not_run)} code cell(s) did not run, from {self.cell_label(not_run[0])} on "
-                         f"(cells {not_run[:12]}{more}): Run All stopped at an error above")
+                         f"(cells {not_run[:12]}{more}): Run All stopped at an error above (kernel statuses seen "
+                         f"during Run All: {' > '.join(getattr(self, 'run_statuses', [])) or 'none'})")
         for index, text in enumerate(self.page.evaluate(JS_OUTPUT_TEXTS)):
             match = WIDGET_FALLBACK.search(text)
             if match:
