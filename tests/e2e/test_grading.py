@@ -246,9 +246,15 @@ def build_submission(release_nb, solution_nb, overrides, surgery):
 BATTERY_SCRATCH = Path(tempfile.gettempdir()) / f"pte-battery-{os.getpid()}"
 
 
+# Lesson 01's slowest honest cell takes well under a second on an idle machine; 10 s leaves room for a loaded
+# `make test`, and a timeout beside other submissions is confirmed alone anyway. Each submission that times
+# out (the loops, the hogs, the fork bomb) holds a core for this long twice, beside the others and alone.
+CELL_TIMEOUT_S = 10
+
+
 def run_grade(root: Path, *extra: str, timeout: int = 900) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "autograder", "grade", "--course", str(root), "--jobs", "2",
-           "--timeout-s", "120", "--cell-timeout-s", "20", "--memory-mb", "1500", "--output-mb", "1", *extra]
+    cmd = [sys.executable, "-m", "autograder", "grade", "--course", str(root), "--jobs", "2", "--timeout-s", "120",
+           "--cell-timeout-s", str(CELL_TIMEOUT_S), "--memory-mb", "1500", "--output-mb", "1", *extra]
     BATTERY_SCRATCH.mkdir(exist_ok=True)
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                           env=dict(os.environ, PTE_SCRATCH=str(BATTERY_SCRATCH)))

@@ -28,31 +28,37 @@ _MASK32 = 0xFFFFFFFF
 
 
 def _mix(bits, seed: int):
-    """A 32-bit integer hash of each element of ``bits`` (an int64 tensor), salted with ``seed``."""
-    h = (bits ^ (bits >> 32) ^ (seed * 0x27D4EB2D)) & _MASK32
+    """A 32-bit integer hash of each element of ``bits`` (an int64 tensor, overwritten), salted with ``seed``."""
+    h = bits.bitwise_xor_(bits >> 32).bitwise_xor_(seed * 0x27D4EB2D).bitwise_and_(_MASK32)
     for _ in range(2):
-        h = (((h >> 16) ^ h) * 0x45D9F3B) & _MASK32
-    return (h >> 16) ^ h
+        h.bitwise_xor_(h >> 16).mul_(0x45D9F3B).bitwise_and_(_MASK32)
+    return h.bitwise_xor_(h >> 16)
 
 
 def nudge(t, seed: int):
-    """``t`` with about a quarter of its finite, nonzero elements moved one ulp up or down (a new tensor)."""
+    """``t`` with about a quarter of its finite, nonzero elements moved one ulp up or down (a new tensor).
+
+    It runs with torch-function dispatch off (the jitter's own mode included) and in place on its temporaries:
+    a small tensor's cost is the number of operations dispatched, and the jitter nudges thousands of them a
+    second."""
     import torch
 
     if not (isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel()) or t.is_complex():
         return t
-    with torch.no_grad():
-        values = t.detach()
-        ints = values.contiguous().view(getattr(torch, INT_OF[values.element_size()]))
-        h = _mix(ints.to(torch.int64), seed)
-        step = torch.where((h >> 2) & 1 == 1, 1, -1).to(ints.dtype)
-        moved = (ints + step).view(values.dtype)
+    with torch.no_grad(), torch._C.DisableTorchFunction():
+        values = t.detach().contiguous()
+        ints = values.view(getattr(torch, INT_OF[values.element_size()]))
+        wide = ints.to(torch.int64, copy=True)
         # A result whose lowest mantissa bits are all zero is most likely exact (0.25, a sum of small dyadic
         # numbers), and an exact result rounds the same on every CPU: leave it.
         low = (1 << (round(-math.log2(torch.finfo(values.dtype).eps)) // 3)) - 1
-        inexact = (ints.to(torch.int64) & low) != 0
-        chosen = (h & 3 == 0) & inexact & torch.isfinite(values) & torch.isfinite(moved)
-        return torch.where(chosen, moved, values).view(values.shape)
+        inexact = (wide & low) != 0
+        h = _mix(wide, seed)
+        step = ((h >> 2) & 1).mul_(2).sub_(1).to(ints.dtype)   # bit 2 of the hash: one ulp up or down
+        moved = (ints + step).view(values.dtype)
+        chosen = ((h & 3) == 0).logical_and_(inexact).logical_and_(torch.isfinite(values))
+        chosen.logical_and_(torch.isfinite(moved))
+        return torch.where(chosen, moved, values).view(t.shape)
 
 
 def _nudge_in_place(t, seed: int) -> None:
