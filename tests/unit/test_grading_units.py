@@ -250,13 +250,45 @@ def test_recording_batches_overlap_the_run_and_leave_a_small_tail():
     waiting["a"] = [f"s{i}" for i in range(settings.RECORD_BATCH)]
     assert batch() == ("a", [f"s{i}" for i in range(settings.RECORD_BATCH)])
     assert waiting["a"] == []
-    unsettled.update({"a": 0, "b": 10})
+    unsettled.update({"a": 0, "b": settings.RECORD_BATCH + 3})
     waiting.update({"a": ["s9"], "b": ["t1"]})
     assert batch() == ("a", ["s9"]), "an assignment whose submissions are all in is recorded at once"
-    assert batch() is None
-    unsettled["b"] = 2   # every submission left is running: nothing later can join the batch
+    assert batch() is None, "far from the end: one waiting student is not a batch"
+    unsettled["b"] = settings.RECORD_BATCH + 2   # near the end: what waits goes as soon as the recorder is free
     assert batch() == ("b", ["t1"])
     assert batch() is None
+    waiting["b"] = ["t2", "t3"]
+    unsettled["b"] = 2
+    assert batch() == ("b", ["t2", "t3"])
+
+
+def test_the_recorder_compiles_each_template_once_and_an_edited_one_again(tmp_path, monkeypatch):
+    """The recording process reuses compiled feedback templates across batches (each batch's exporter is new),
+    and never a stale one: Jinja checks the cached code against the template's source."""
+    from nbconvert.exporters.templateexporter import TemplateExporter
+
+    monkeypatch.setattr(TemplateExporter, "_create_environment", TemplateExporter._create_environment)
+    recording.compile_templates_once()
+    folder = tmp_path / "templates" / "plain"
+    folder.mkdir(parents=True)
+    (folder / "conf.json").write_text('{"base_template": "base", "mimetypes": {"text/plain": true}}')
+    template = folder / "index.txt.j2"
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("hello")])
+
+    def render() -> str:
+        exporter = TemplateExporter(extra_template_basedirs=[str(tmp_path / "templates")], template_name="plain",
+                                    template_file="index.txt.j2")
+        exporter.template_extension = ".j2"
+        return exporter.from_notebook_node(nb)[0]
+
+    template.write_text("first {{ nb.cells | length }}")
+    assert render() == "first 1"
+    cache = TemplateExporter(template_name="lab")._create_environment().bytecode_cache
+    assert isinstance(cache, recording.CompiledTemplates) and cache.compiled, "nothing was cached"
+    entries = len(cache.compiled)
+    assert render() == "first 1" and len(cache.compiled) == entries, "the same template was compiled again"
+    template.write_text("second {{ nb.cells | length }}")
+    assert render() == "second 1", "an edited template must not render from the cache"
 
 
 def test_the_reference_key_does_not_import_torch():
