@@ -65,7 +65,9 @@ def breakdown(report: dict) -> dict[str, float]:
     """Summed over the class: each part of PARTS, and the grader's own work per notebook."""
     subs = report["submissions"]
     total = {part: sum(s["timings"].get(part, 0.0) for s in subs) for part in PARTS}
-    total["grader"] = sum(s["seconds"] - s["timings"].get("start", 0.0) - s["execution_seconds"] for s in subs)
+    total["wait"] = sum(s["timings"].get("reference_wait", 0.0) for s in subs)
+    total["grader"] = sum(s["seconds"] - s["timings"].get("start", 0.0) - s["execution_seconds"]
+                          - s["timings"].get("reference_wait", 0.0) for s in subs)
     total["notebooks"] = sum(s["seconds"] for s in subs)
     return total
 
@@ -78,7 +80,7 @@ def print_breakdown(name: str, report: dict, wall: float, jobs: int) -> None:
           f"(per notebook in brackets):")
     labels = {"start": "kernel start", "setup": "first cell (imports)", "cells": "other cells",
               "figures": "cells drawing figures", "tests": "test cells, visible part", "hidden": "hidden parts",
-              "grader": "grader's own work"}
+              "grader": "grader's own work", "wait": "run, waiting for the reference"}
     for key, label in labels.items():
         print(f"    {label:28s} {parts[key]:7.1f} s  ({parts[key] / count:5.2f} s)")
     outside = wall - parts["notebooks"] / jobs

@@ -1,7 +1,9 @@
 """Scheduling: every submission executed and judged in a pool of worker processes, each on a CPU set of its
 own, with nbgrader's recording overlapping the run.
 
-An assignment's submissions start as soon as its own reference is ready. nbgrader records them in
+Every submission is queued behind the references from the start: a worker free before its assignment's
+reference is ready executes a submission and waits for the reference only to judge it (the engine puts each
+reference in a dict shared with the workers, :attr:`Job.references`). nbgrader records them in
 batches while the rest run (:func:`recording.next_batch`). A worker that dies breaks the pool: the
 pool is replaced and the submissions on it are graded again alone (:meth:`Engine.grade_again`); a
 timeout beside other submissions is graded again alone too (:func:`rerun_alone`).
@@ -14,7 +16,7 @@ import os
 import queue
 import shutil
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import recording, reference, runner, sandbox, worker
@@ -57,6 +59,7 @@ class Engine:
                             runner.template_env_for(run.limits))
         self.results: list[NotebookResult] = []
         self.references: dict[str, reference.HostReference] = {}
+        self.shared_references = self.manager.dict()   # assignment -> cells, for the workers (Job.references)
         self.unsettled = {a: sum(1 for _, b in run.tasks if b == a) for _, a in run.tasks}
         self.waiting: dict[str, list[str]] = {}    # assignment -> students graded, not yet recorded
         self.recording: futures.Future | None = None
@@ -78,6 +81,9 @@ class Engine:
             pending: dict[futures.Future, Work] = {}
             for assignment in sorted(self.unsettled):
                 self.submit(ReferenceRun(assignment), pending)
+            for student, assignment in self.plan.tasks:   # queued behind the references, judged once they are in
+                job = replace(self.plan.job(student, assignment), references=self.shared_references)
+                self.submit(SubmissionRun(job), pending)
             starved, broken = [], []
             while pending:
                 watch = set(pending) | ({self.recording} if self.recording else set())
@@ -108,7 +114,7 @@ class Engine:
 
     def reference_ready(self, future: futures.Future, work: ReferenceRun, pending: dict) -> None:
         """The reference of one assignment is in (the solution run on this host, in the sandbox; cached), or
-        the stored record if that run fails: its submissions can start."""
+        the stored record if that run fails: its submissions can be judged."""
         assignment = work.assignment
         try:
             self.references[assignment] = future.result()
@@ -120,10 +126,7 @@ class Engine:
         except Exception as exc:
             self.references[assignment] = self.stored_reference(assignment, f"{type(exc).__name__}: {exc}")
         report_references({assignment: self.references[assignment]}, self.progress)
-        cells = self.references[assignment].cells
-        for student, other in self.plan.tasks:
-            if other == assignment:
-                self.submit(SubmissionRun(self.plan.job(student, assignment, cells)), pending)
+        self.shared_references[assignment] = self.references[assignment].cells
 
     def stored_reference(self, assignment: str, why: str) -> reference.HostReference:
         stored = reference.load_stored(Path(self.plan.paths.source), assignment) or {}

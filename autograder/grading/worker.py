@@ -20,7 +20,7 @@ from pathlib import Path
 import nbformat
 
 from . import canonical, collect, judge
-from .settings import MAX_NOTEBOOK_BYTES, MAX_TIMESTAMP_BYTES, Limits
+from .settings import MAX_NOTEBOOK_BYTES, MAX_TIMESTAMP_BYTES, REFERENCE_GRACE_S, REFERENCE_POLL_S, Limits
 from .status import Status, SubmissionError
 
 
@@ -64,6 +64,22 @@ class Job:
     paths: Paths
     limits: Limits
     reference: dict[str, list[dict]] = field(default_factory=dict)   # grade id -> observations to judge with
+    # or, while the reference still runs: the engine's shared dict (a Manager proxy), where it puts each
+    # assignment's reference when it is ready; the worker executes first and reads it to judge
+    references: object = None
+
+    def judged_with(self) -> dict[str, list[dict]]:
+        """The observations to judge with: ``reference``, or ``references[assignment]`` once the engine has put
+        it there (polled; a reference run is bounded by its notebooks' clocks, twice with a second try)."""
+        if self.reference or self.references is None:
+            return self.reference
+        deadline = time.monotonic() + 3 * self.limits.timeout_s * max(1, len(self.notebooks)) + REFERENCE_GRACE_S
+        while time.monotonic() < deadline:
+            found = self.references.get(self.assignment)
+            if found is not None:
+                return found
+            time.sleep(REFERENCE_POLL_S)
+        return {}
 
     def results(self, status: Status, reason: str) -> list[NotebookResult]:
         """The same status for every notebook of this job."""
@@ -122,9 +138,6 @@ def grade_notebook(job: Job, name: str, limits: Limits, present: list[str],
             others = [p for p in present if p != f"{name}.ipynb"]
             hint = f"; found {', '.join(others)} (renamed?)" if others else ""
             raise SubmissionError(Status.MISSING, f"{name}.ipynb was not submitted{hint}")
-        if not job.reference:   # the engine found neither the host's reference nor the stored one
-            raise judge.ReferenceMissing(f"no reference observations for {job.assignment}: run `make release` "
-                                         "(the run's report says why the host's could not be made)")
         path = source_dir / f"{name}.ipynb"
         submitted = canonical.read_submission(path, collect.read_regular(path, source_dir, MAX_NOTEBOOK_BYTES))
         release = nbformat.read(Path(job.paths.release) / job.assignment / f"{name}.ipynb", as_version=4)
@@ -134,7 +147,13 @@ def grade_notebook(job: Job, name: str, limits: Limits, present: list[str],
             run = runner.execute(built.nb, limits, scratch)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
-        judge.settle(run, job.reference)   # the verdict, written the way nbgrader reads it
+        waited = time.monotonic()
+        reference = job.judged_with()
+        run.timings["reference_wait"] = time.monotonic() - waited
+        if not reference:   # the engine found neither the host's reference nor the stored one
+            raise judge.ReferenceMissing(f"no reference observations for {job.assignment}: run `make release` "
+                                         "(the run's report says why the host's could not be made)")
+        judge.settle(run, reference)   # the verdict, written the way nbgrader reads it
         result.notes = built.notes + run.notes
         result.status, result.reason = run.status, run.reason
         if result.status == Status.GRADED and built.findings:

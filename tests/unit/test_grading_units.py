@@ -487,3 +487,25 @@ def test_the_self_check_takes_the_courses_cell_timeout(tmp_path):
     from autograder import course
 
     assert selfcheck.course_cell_timeout(course.REPO_ROOT) == 120   # this course's nbgrader_config.py
+
+
+def test_a_submission_run_before_its_reference_is_judged_with_it(monkeypatch):
+    """The engine queues every submission behind the references; a worker that has run one before its
+    assignment's reference is in waits for it (and only for it) to judge."""
+    import threading
+    import time
+
+    limits = settings.Limits(timeout_s=0.1, cell_timeout_s=0.1, memory_mb=100, output_mb=1, threads=1, sandbox=False,
+                             processes=8, disk_mb=8)
+    paths = worker.Paths(*(["."] * 6))
+    shared: dict = {"other": {"test_b": [{"value": 2}]}}
+    job = worker.Job("s", "a", {"nb": 1.0}, {}, paths, limits, references=shared)
+    threading.Timer(0.3, shared.__setitem__, ("a", {"test_a": [{"value": 1}]})).start()
+    started = time.monotonic()
+    assert job.judged_with() == {"test_a": [{"value": 1}]}, "judged before the reference was in"
+    assert time.monotonic() - started >= 0.25
+    given = worker.Job("s", "a", {"nb": 1.0}, {}, paths, limits, {"test_a": []}, references={})
+    assert given.judged_with() == {"test_a": []}, "a reference given with the job is used as it is"
+    monkeypatch.setattr(worker, "REFERENCE_GRACE_S", 0.2)
+    lost = worker.Job("s", "never", {"nb": 1.0}, {}, paths, limits, references=shared)
+    assert lost.judged_with() == {}, "a reference that never comes is none (the worker reports it missing)"
