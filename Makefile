@@ -13,11 +13,12 @@ BENCH_ARGS ?=
 # bench/bench_warm_grading.py: e.g. WARM_BENCH_ARGS="--class-size 300"
 WARM_BENCH_ARGS ?=
 # pytest-xdist workers: independent groups of tests (see tests/support/grouping.py) share the cores.
-# Two more than the physical cores (what -n auto would take): with one per core they kept the CPU only
-# about half busy (user+sys over wall time x cores), and with one more (3 on 2 cores) 67 % busy, waiting on
-# kernels, JupyterLab, Slurm and the grading battery's timeouts. `=`, not `:=`: read when the recipe runs,
-# once the venv (and psutil) is there, so a fresh clone gets the same count as a second run.
-TEST_WORKERS ?= $(shell $(PY) -c "import os, psutil; print((psutil.cpu_count(logical=False) or os.cpu_count() or 1) + 2)" 2>/dev/null || echo auto)
+# One more than the physical cores (what -n auto would take): with one per core the suite waited on
+# kernels, JupyterLab, Slurm and the grading battery's timeouts. One more again (4 on 2 cores) kept both
+# cores 98 % busy (busy time in /proc/stat over wall time) and the run took as long: the suite is CPU-bound.
+# `=`, not `:=`: read when the recipe runs, once the venv (and psutil) is there, so a
+# fresh clone gets the same count as a second run.
+TEST_WORKERS ?= $(shell $(PY) -c "import os, psutil; print((psutil.cpu_count(logical=False) or os.cpu_count() or 1) + 1)" 2>/dev/null || echo auto)
 # nbval's kernels fork from a warm template (autograder/warm; tests/e2e/test_warm_kernels.py proves their
 # outputs and observations identical to cold kernels'); NBVAL_KERNEL=python3 for cold ones.
 NBVAL_KERNEL ?= pte-warm
