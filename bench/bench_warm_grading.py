@@ -80,7 +80,7 @@ def print_breakdown(name: str, report: dict, wall: float, jobs: int) -> None:
           f"(per notebook in brackets):")
     labels = {"start": "kernel start", "setup": "first cell (imports)", "cells": "other cells",
               "figures": "cells drawing figures", "tests": "test cells, visible part", "hidden": "hidden parts",
-              "grader": "grader's own work", "wait": "run, waiting for the reference"}
+              "grader": "grader's own work", "wait": "waiting for the reference"}
     for key, label in labels.items():
         print(f"    {label:28s} {parts[key]:7.1f} s  ({parts[key] / count:5.2f} s)")
     outside = wall - parts["notebooks"] / jobs
