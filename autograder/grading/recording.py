@@ -133,8 +133,8 @@ class CompiledTemplates(BytecodeCache):
         self.compiled[bucket.key] = bucket.bytecode_to_string()
 
 
-def compile_templates_once() -> None:
-    """Give every nbconvert exporter this process makes one :class:`CompiledTemplates`."""
+def compile_templates_once() -> CompiledTemplates:
+    """Give every nbconvert exporter this process makes one :class:`CompiledTemplates` (returned)."""
     from nbconvert.exporters.templateexporter import TemplateExporter
 
     create, cache = TemplateExporter._create_environment, CompiledTemplates()
@@ -145,6 +145,7 @@ def compile_templates_once() -> None:
         return environment
 
     TemplateExporter._create_environment = with_cache
+    return cache
 
 
 def serve(course_dir: str) -> int:
