@@ -30,7 +30,9 @@ class Kernel:
         self.timeout = timeout
 
     def run(self, code: str, timeout: float | None = None) -> Result:
-        msg_id = self.kc.execute(code, store_history=False, allow_stdin=False)
+        # stop_on_error=False: after an error the kernel aborts requests that arrive before it has set up the
+        # abort's end, and the next run, sent as soon as this one's reply is read, could come back "aborted"
+        msg_id = self.kc.execute(code, store_history=False, allow_stdin=False, stop_on_error=False)
         result = Result(status="ok")
         while True:
             try:
