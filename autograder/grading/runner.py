@@ -186,10 +186,25 @@ async def _run(run: Run, limits: Limits, work: Path, runtime: Path, warm: bool) 
             watchdog.stop()
         kill_kernel_tree(km)
         run.execution_seconds = time.monotonic() - started
+        await _release(client, km)
         oom = groups.oom_killed() if groups else False
         if groups:
             groups.remove()
     _decide_status(run, client, nb, limits, watchdog.tripped if watchdog else None, oom)
+
+
+
+async def _release(client: GradingClient, km) -> None:
+    """Close what the notebook's client holds in this process once its kernel is dead. The grader hands nbclient
+    its own kernel manager, so nbclient stops nothing itself: each notebook left a ZMQ context (with its
+    I/O thread), five sockets that went on reconnecting to the dead kernel ten times a second, and a heartbeat
+    thread, so a worker slowed down and held more threads and files with every notebook it graded."""
+    try:
+        if client.kc is not None:
+            client.kc.stop_channels()
+        await km.cleanup_resources()   # connection and IPC files, the control socket, the ZMQ context
+    except Exception:  # the kernel is dead and its verdict taken: a failed clean-up changes no grade
+        pass
 
 
 def _decide_status(outcome: Run, client: GradingClient, nb, limits: Limits, tripped, oom: bool) -> None:

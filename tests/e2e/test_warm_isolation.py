@@ -16,6 +16,8 @@ The kernels run through ``runner.execute``, the grading command's own path (cgro
 What a submission does as root on the ``without`` design is kept harmless: markers in this test's folders
 and the venv (removed after), and signals only to processes that carry this module's token in their
 environment block (the templates of this module and their children).
+
+The last test is about the grading process itself: what a graded notebook leaves open there.
 """
 from __future__ import annotations
 
@@ -338,3 +340,21 @@ def test_a_warm_kernel_that_never_answers_means_a_cold_kernel(monkeypatch, grade
     assert run.status == Status.GRADED and run.kernel_start == "cold", (run.status, run.reason, run.notes)
     assert any("did not start" in note and "didn't respond" in note for note in run.notes), run.notes
     assert eval(answer(run, "who")) == [65534, 2]
+
+
+def test_a_graded_notebook_leaves_nothing_open_in_the_grader(grader):
+    """A grading worker grades its fourth notebook with the threads and files it had after its first: each
+    notebook's client closes its ZMQ context, sockets and heartbeat thread once the kernel is dead. Before,
+    every notebook left five threads and about seventeen descriptors behind, its sockets reconnecting to the
+    dead kernel ten times a second: a worker grading 150 notebooks held 750 threads."""
+    import gc
+
+    def held() -> tuple[int, int]:
+        gc.collect()   # a ForkedProcess keeps its pidfd until it is collected
+        return len(os.listdir("/proc/self/task")), len(os.listdir("/proc/self/fd"))
+
+    assert grader.run(["print(1)"]).status == Status.GRADED   # the template is up from here on
+    first = held()
+    for _ in range(3):
+        assert grader.run(["print(2)"]).status == Status.GRADED
+    assert held() == first, f"(threads, descriptors) after one notebook {first}, after four {held()}"
