@@ -209,7 +209,8 @@ def _relay(init: int, life: int) -> None:
     _, status = os.waitpid(init, 0)
     code = os.waitstatus_to_exitcode(status)
     if code > 128:   # the kernel was killed by signal code - 128 (see _init)
-        signal.signal(code - 128, signal.SIG_DFL)
+        if code - 128 not in (signal.SIGKILL, signal.SIGSTOP):   # these two have no handler to reset
+            signal.signal(code - 128, signal.SIG_DFL)
         os.kill(os.getpid(), code - 128)
     os._exit(code & 0xFF)
 

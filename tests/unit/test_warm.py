@@ -20,7 +20,7 @@ import pytest
 from jupyter_client import KernelManager
 from nbclient import NotebookClient
 
-from autograder.warm import KERNEL_NAME, pool
+from autograder.warm import KERNEL_NAME, isolate, pool
 from autograder.warm import provisioner as warm
 from autograder.warm.__main__ import install
 
@@ -305,3 +305,22 @@ def test_cold_reasons(tmp_path, monkeypatch):
     monkeypatch.setattr(warm, "NVIDIA_DEVICE", str(tmp_path / "matplotlibrc"))   # a driver is "present"
     assert warm.cold_reason(python, {"CUDA_VISIBLE_DEVICES": "0"}, {}).startswith("CUDA requested")
     assert warm.cold_reason(python, {"CUDA_VISIBLE_DEVICES": ""}, {}) is None
+
+
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM])
+def test_the_relay_ends_as_its_kernel_ended(signum):
+    """A sandboxed kernel's PID 1 exits 128 + the signal that killed the kernel (the grader kills with SIGKILL);
+    its relay, the template's child, then dies of the same signal. SIGKILL has no handler to reset: trying
+    raised EINVAL, and the relay printed a traceback into the grader's log and exited 1."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            init = os.fork()
+            if init == 0:
+                os._exit(128 + signum)
+            _, life = os.pipe()
+            isolate._relay(init, life)
+        finally:
+            os._exit(99)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signum, os.waitstatus_to_exitcode(status)
