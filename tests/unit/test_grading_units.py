@@ -13,6 +13,7 @@ from autograder.grading import (
     planning,
     recording,
     reporting,
+    runner,
     sandbox,
     settings,
     shards,
@@ -508,3 +509,35 @@ def test_a_submission_run_before_its_reference_is_judged_with_it(monkeypatch):
     monkeypatch.setattr(worker, "REFERENCE_GRACE_S", 0.2)
     lost = worker.Job("s", "never", {"nb": 1.0}, {}, paths, limits, references=shared)
     assert lost.judged_with() == {}, "a reference that never comes is none (the worker reports it missing)"
+
+
+def test_the_watchdog_finds_the_kernels_processes_in_its_cgroup(tmp_path):
+    """A kernel, its child and grandchild, an unrelated process and one that has ended are listed in the
+    group; the watchdog's family is the kernel and its descendants, as psutil finds them among all the host's."""
+    import subprocess
+    import sys
+
+    import psutil
+
+    tree = ("import subprocess, sys, time\n"
+            "inner = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+            "print(inner.pid, flush=True); time.sleep(60)")
+    kernel = subprocess.Popen([sys.executable, "-c", f"import subprocess, sys, time\n"
+                               f"child = subprocess.Popen([sys.executable, '-c', {tree!r}], stdout=sys.stdout)\n"
+                               f"time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    try:
+        grandchild = int(kernel.stdout.readline())
+        root = psutil.Process(kernel.pid)
+        child = root.children()[0].pid
+        procs = tmp_path / "cgroup.procs"
+        procs.write_text("".join(f"{pid}\n" for pid in (other.pid, grandchild, ended.pid, kernel.pid, child)))
+        found = sorted(p.pid for p in runner.family_in_group(root, procs))
+        assert found == sorted([kernel.pid, child, grandchild])
+        assert found == sorted(p.pid for p in [root] + root.children(recursive=True))
+    finally:
+        for proc in psutil.Process(kernel.pid).children(recursive=True) + [psutil.Process(kernel.pid)]:
+            proc.kill()
+        other.kill()
