@@ -20,7 +20,7 @@ from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import DeadKernelError
-from traitlets import List
+from traitlets import DottedObjectName, List, Type
 
 from ..kernel import outputcap, protocol
 from . import sandbox
@@ -38,6 +38,7 @@ from .settings import (
 # ---------------------------------------------------------------- reading what the kernel sends
 
 HISTORY = "--HistoryManager.hist_file"   # IPython's history: in memory, as nbclient gives python3 kernels
+NO_DEBUGGER = "autograder.kernel.nodebugger.Kernel"   # named, not imported: it marks debugpy missing
 UNREADABLE = "pte_unreadable"   # what a message part the grader cannot decode becomes
 
 
@@ -103,7 +104,10 @@ class ReadyClient(AsyncKernelClient):
 class SandboxedKernelManager(AsyncKernelManager):
     """A kernel manager whose kernel command runs inside the sandbox prefix."""
 
-    client_class = f"{__name__}.ReadyClient"
+    client_class = DottedObjectName(f"{__name__}.ReadyClient")
+    # AsyncKernelManager makes its clients with client_factory, whose default is its own class: a
+    # client_class alone never reached km.client(), and every grading kernel waited out the stock wait
+    client_factory = Type(ReadyClient, klass=AsyncKernelClient)
     prefix = List([])
     sandboxed = False   # a warm kernel: no prefix, its sandbox made by the template's child
 
@@ -112,6 +116,7 @@ class SandboxedKernelManager(AsyncKernelManager):
         # the kernel caps each cell's output itself (autograder.kernel.outputcap), before memory grows
         cmd = list(self.prefix) + super().format_kernel_cmd(extra_arguments)
         cmd.append(f"--IPKernelApp.extensions={outputcap.__name__}")
+        cmd.append(f"--IPKernelApp.kernel_class={NO_DEBUGGER}")   # see autograder/kernel/nodebugger.py
         if not any(arg.startswith(HISTORY) for arg in cmd):
             # nbclient asks for it only for kernels named python3 (its KernelManager.ipykernel), not pte-warm:
             # a warm kernel would otherwise create and commit an SQLite file (a tenth of its start-up)

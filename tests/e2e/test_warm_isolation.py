@@ -358,3 +358,19 @@ def test_a_graded_notebook_leaves_nothing_open_in_the_grader(grader):
     for _ in range(3):
         assert grader.run(["print(2)"]).status == Status.GRADED
     assert held() == first, f"(threads, descriptors) after one notebook {first}, after four {held()}"
+
+
+@pytest.mark.parametrize("warm", [True, False], ids=["warm", "cold"])
+def test_grading_kernels_start_without_the_debugger(tmp_path, warm):
+    """Warm and cold alike, the grader's kernels never import debugpy (autograder/kernel/nodebugger.py): a
+    debugger no graded notebook uses, and a quarter of a second of every start."""
+    scratch = tmp_path / "nb"
+    scratch.mkdir()
+    cells = ["import sys\nprint('debugpy=' + repr([name for name in sys.modules if name.split('.')[0] == 'debugpy' "
+             "and sys.modules[name] is not None]))\nprint('debugger=' + repr(getattr(get_ipython().kernel, "
+             "'debugger', None)))"]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in cells])
+    run = runner.execute(nb, Limits(timeout_s=120, cell_timeout_s=60, memory_mb=MEMORY_MB, output_mb=2, threads=1,
+                                    sandbox=True, processes=128, disk_mb=64, warm=warm), scratch)
+    assert run.status == Status.GRADED and run.kernel_start == ("warm" if warm else "cold"), (run.status, run.notes)
+    assert answer(run, "debugpy") == "[]" and answer(run, "debugger") == "None"

@@ -541,3 +541,11 @@ def test_the_watchdog_finds_the_kernels_processes_in_its_cgroup(tmp_path):
         for proc in psutil.Process(kernel.pid).children(recursive=True) + [psutil.Process(kernel.pid)]:
             proc.kill()
         other.kill()
+
+
+def test_grading_kernels_get_the_ready_client():
+    """The grader's client, ready as soon as the kernel answers (kernel_client.ReadyClient), is the one its kernel
+    manager makes: AsyncKernelManager makes clients with client_factory, and a client_class alone never got there."""
+    from autograder.grading.kernel_client import ReadyClient, SandboxedKernelManager
+
+    assert isinstance(SandboxedKernelManager(kernel_name="python3").client(), ReadyClient)

@@ -1,0 +1,16 @@
+"""The grading command's kernel class: IPython's kernel without the debugger, cold or warm alike.
+
+Each ipykernel kernel imports debugpy as it starts (0.28 s here, more than half of a warm kernel's start)
+to serve JupyterLab's debugger panel, which a graded notebook never uses. The grader names this class on
+every kernel it starts (``--IPKernelApp.kernel_class``). ipykernel imports it before it makes the kernel,
+and this module marks debugpy as missing first, so the kernel finds no debugger, as on a machine without
+debugpy. A cold and a warm grading kernel start the same way: a template never imports debugpy
+(autograder/warm/template.py).
+"""
+import sys
+
+sys.modules.setdefault("debugpy", None)   # `import debugpy` raises ImportError: ipykernel's own test for it
+
+from ipykernel.ipkernel import IPythonKernel as Kernel  # noqa: E402  (after the line above, on purpose)
+
+__all__ = ["Kernel"]
