@@ -221,7 +221,6 @@ async def _run(run: Run, limits: Limits, work: Path, runtime: Path, warm: bool) 
     _decide_status(run, client, nb, limits, watchdog.tripped if watchdog else None, oom)
 
 
-
 async def _release(client: GradingClient, km) -> None:
     """Close what the notebook's client holds in this process once its kernel is dead. The grader hands nbclient
     its own kernel manager, so nbclient stops nothing itself: each notebook left a ZMQ context (with its
