@@ -30,6 +30,7 @@ import sys
 import time
 
 from jupyter_client.provisioning.local_provisioner import LocalProvisioner
+from jupyter_client.provisioning.provisioner_base import KernelProvisionerBase
 
 from autograder.warm.pool import ForkedProcess, TemplateGone, get_template
 
@@ -113,8 +114,30 @@ def template_env(env: dict[str, str], sandbox: dict | None) -> dict[str, str]:
     return {**env, "HOME": "/nonexistent", "MPLCONFIGDIR": sandbox["mpl_cache"] or "/nonexistent"}
 
 
+def _python(argv: list[str]) -> list[str]:
+    """A kernelspec's argv with ``python`` as jupyter_client runs it (this process's ``sys.executable``)."""
+    if argv and argv[0] in ("python", f"python{sys.version_info[0]}", "python%i.%i" % sys.version_info[:2]):
+        return [sys.executable, *argv[1:]]
+    return list(argv)
+
+
 class ForkingProvisioner(LocalProvisioner):
     """LocalProvisioner whose kernels are forked from a warm template where that is sound."""
+
+    async def pre_launch(self, **kwargs):
+        """Wait for the kernel's template before LocalProvisioner chooses its TCP ports. Ports are chosen free
+        and left closed until the kernel binds them: chosen while a new template imports torch (seconds, a
+        minute on a loaded machine), another process could take one meanwhile and the kernel would die before
+        replying to kernel_info (a CI run lost all of a notebook so). A cold start binds within a second."""
+        env = (await KernelProvisionerBase.pre_launch(self, env=kwargs.get("env", os.environ)))["env"]
+        sandbox = json.loads(env.pop(SANDBOX_ENV)) if SANDBOX_ENV in env else None
+        options = {name: value for name, value in kwargs.items() if name not in ("env", "transport_encryption")}
+        if cold_reason(_python(self.kernel_spec.argv), env, options) is None:
+            try:
+                await get_template(template_env(env, sandbox), self.log).wait_ready()
+            except (TemplateGone, TimeoutError, OSError):
+                pass   # launch_kernel meets it again, and says so
+        return await super().pre_launch(**kwargs)
 
     async def launch_kernel(self, cmd: list[str], **kwargs):
         env = dict(os.environ if kwargs.get("env") is None else kwargs["env"])

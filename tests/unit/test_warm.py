@@ -17,7 +17,7 @@ import time
 
 import nbformat
 import pytest
-from jupyter_client import KernelManager
+from jupyter_client import AsyncKernelManager, KernelManager
 from nbclient import NotebookClient
 
 from autograder.warm import KERNEL_NAME, isolate, pool
@@ -324,3 +324,52 @@ def test_the_relay_ends_as_its_kernel_ended(signum):
             os._exit(99)
     _, status = os.waitpid(pid, 0)
     assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signum, os.waitstatus_to_exitcode(status)
+
+
+def test_ports_are_chosen_once_the_template_is_ready(templates, tmp_path):
+    """A kernel's TCP ports are chosen free (bound and closed) before its launch and bound by the kernel as it
+    starts. Chosen while a new template still imports torch (seconds, a minute on a loaded machine), any
+    process could take one in between, and the kernel died before replying to kernel_info: a CI run lost all
+    of lesson 01 in one nbval run so, the first kernel of that run's template. The provisioner waits for its
+    template before the ports are chosen. Here a port seen before the template is ready is taken, as that
+    other process did; the kernel must still answer."""
+    env = {**os.environ, "PTE_WARM_TEST_RUN": f"ports {os.getpid()} {time.time()}"}   # a key of its own
+    before = set(pool._templates)
+    taken: list = []
+
+    async def take_early_ports(km):
+        while not km.shell_port:
+            await asyncio.sleep(0.002)
+        new = [template for key, template in pool._templates.items() if key not in before]
+        for template in new:
+            template.drain()
+        if not new or new[0].ready is None:
+            import socket
+
+            thief = socket.socket()
+            thief.bind((km.ip, km.shell_port))
+            thief.listen()
+            taken.append(thief)
+
+    async def start():
+        km = AsyncKernelManager(kernel_name=KERNEL_NAME, log=LOG)
+        await asyncio.gather(km.start_kernel(cwd=str(tmp_path), env=env), take_early_ports(km))
+        kc = km.client()
+        kc.start_channels()
+        try:
+            await kc.wait_for_ready(timeout=TIMEOUT)
+            reply = await kc.execute_interactive("import torch", timeout=TIMEOUT)
+            return reply["content"]["status"], km.provisioner.process
+        finally:
+            kc.stop_channels()
+            await km.shutdown_kernel(now=True)
+
+    try:
+        status, process = asyncio.run(start())
+    finally:
+        for thief in taken:
+            thief.close()
+        for key in set(pool._templates) - before:
+            pool._templates.pop(key).close(wait_s=1.0)
+    assert not taken, "the kernel's ports were chosen while its template was still importing"
+    assert status == "ok" and isinstance(process, pool.ForkedProcess)
