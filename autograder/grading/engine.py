@@ -21,6 +21,7 @@ from pathlib import Path
 
 from . import recording, reference, runner, sandbox, worker
 from .planning import Plan
+from .priority import ahead_of_kernels
 from .reporting import Progress, report_references
 from .status import Status
 from .worker import Job, NotebookResult
@@ -227,6 +228,8 @@ def _register_worker(pids, template_env: dict | None) -> None:
     if os.getppid() == 1:   # the forkserver ended before the signal was set
         os._exit(1)
     pids.put(os.getpid())
+    os.setsid()   # a share of its own, ahead of the kernels (priority.py); it still dies with the forkserver
+    ahead_of_kernels()
     if template_env is not None:
         from ..warm import pool
 
