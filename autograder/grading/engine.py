@@ -21,7 +21,6 @@ from pathlib import Path
 
 from . import recording, reference, runner, sandbox, worker
 from .planning import Plan
-from .priority import ahead_of_kernels
 from .reporting import Progress, report_references
 from .status import Status
 from .worker import Job, NotebookResult
@@ -215,27 +214,6 @@ def rerun_alone(items: list[NotebookResult], jobs: int, graded_together: int) ->
     return jobs > 1 and graded_together > 1 and any(item.status == Status.TIMEOUT for item in items)
 
 
-def _register_worker(pids, template_env: dict | None) -> None:
-    """A worker's initializer (``ProcessPoolExecutor``'s public hook): it tells the engine its pid, and starts
-    its warm template, which imports while the first reference run goes on in another worker.
-
-    A worker dies with the forkserver it was forked from, which ends when the grading command does: a grading
-    command that is killed (a cancelled Slurm task, the OOM killer) would otherwise leave its workers waiting
-    on their call queue for ever, each with its template."""
-    from ..warm.isolate import die_with_parent
-
-    die_with_parent()
-    if os.getppid() == 1:   # the forkserver ended before the signal was set
-        os._exit(1)
-    pids.put(os.getpid())
-    os.setsid()   # a share of its own, ahead of the kernels (priority.py); it still dies with the forkserver
-    ahead_of_kernels()
-    if template_env is not None:
-        from ..warm import pool
-
-        pool.prestart(template_env)
-
-
 class Workers:
     """The grading processes. A worker that dies (the OOM killer, a crash) breaks a ProcessPoolExecutor
     for good: here the pool is replaced, its surviving workers are stopped, the CPU slots of the dead
@@ -251,7 +229,7 @@ class Workers:
 
     def _new(self):
         return futures.ProcessPoolExecutor(max_workers=self.jobs, mp_context=self.context,
-                                           initializer=_register_worker, initargs=(self.pids, self.template_env))
+                                           initializer=worker.start_worker, initargs=(self.pids, self.template_env))
 
     def replace(self) -> None:
         import psutil

@@ -11,6 +11,7 @@ engine preloads it into the process every worker forks from.
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
 import tempfile
 import time
@@ -186,3 +187,27 @@ def stage(job: Job, name: str, executed, result: NotebookResult) -> None:
         if exc.status != Status.MISSING:
             result.notes.append(f"timestamp.txt ignored: {exc.reason}")
     nbformat.write(executed, staged_dir / f"{name}.ipynb")
+
+
+def start_worker(pids, template_env: dict | None) -> None:
+    """A worker's initializer (``ProcessPoolExecutor``'s public hook): it tells the engine its pid, and starts
+    its warm template, which imports while the first reference run goes on in another worker. It lives here,
+    with what the forkserver preloads: in the engine's module, unpickling it imported the engine, the
+    recorder's side and nbgrader into every worker, 1.4 s before its template could start.
+
+    A worker dies with the forkserver it was forked from, which ends when the grading command does: a grading
+    command that is killed (a cancelled Slurm task, the OOM killer) would otherwise leave its workers waiting
+    on their call queue for ever, each with its template."""
+    from ..warm.isolate import die_with_parent
+    from .priority import ahead_of_kernels
+
+    die_with_parent()
+    if os.getppid() == 1:   # the forkserver ended before the signal was set
+        os._exit(1)
+    pids.put(os.getpid())
+    os.setsid()   # a share of its own, ahead of the kernels (priority.py); it still dies with the forkserver
+    ahead_of_kernels()
+    if template_env is not None:
+        from ..warm import pool
+
+        pool.prestart(template_env)

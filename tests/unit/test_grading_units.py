@@ -327,6 +327,22 @@ def test_the_grader_runs_ahead_of_the_kernels(tmp_path):
         workers.shutdown()
 
 
+def test_a_worker_starts_without_nbgrader():
+    """A worker's initializer is unpickled in the worker: in the engine's module it imported the engine, the
+    recorder's side and nbgrader there (1.4 s in every worker, before its warm template could start)."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([worker.__name__, runner.__name__])
+    workers = engine.Workers(1, context, context.Queue(), ["0"], context.Queue())
+    try:
+        imported = workers.submit(eval, "sorted(m for m in __import__('sys').modules if m.split('.')[0] == 'nbgrader'"
+                                        " or m in ('autograder.grading.engine', 'autograder.grading.recording'))")
+        assert imported.result(timeout=60) == []
+    finally:
+        workers.shutdown()
+
+
 def test_the_reference_key_does_not_import_torch():
     """A grading worker computes the key of each reference: importing torch for it cost 1.4 s each."""
     import subprocess
