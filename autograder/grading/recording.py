@@ -31,7 +31,6 @@ from traitlets import Unicode
 from traitlets.config import Config
 from traitlets.config.loader import PyFileConfigLoader
 
-from .priority import ahead_of_kernels
 from .settings import RECORD_BATCH, RECORDER_STOP_S
 
 
@@ -154,7 +153,6 @@ def serve(course_dir: str) -> int:
     templates compiled) once per grading run rather than once per batch. Each line on stdin is a JSON request
     (``assignment``, ``staged``, ``students``); each answer is one line on stdout, ``RESULT`` and JSON whose
     ``error`` is None or what went wrong. nbgrader's own output goes to stderr."""
-    print(f"recording process {os.getpid()}: {ahead_of_kernels()}", file=sys.stderr, flush=True)
     compile_templates_once()
     answers = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)   # whatever nbgrader prints stays out of the answers
@@ -190,8 +188,7 @@ class Recorder:
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen([sys.executable, "-m", __name__, "--serve",
                                           str(self.course)], cwd=self.course, stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, stderr=log, text=True,
-                                         start_new_session=True)   # a share of its own: priority.py
+                                         stdout=subprocess.PIPE, stderr=log, text=True)
         self.answers: queue.Queue = queue.Queue()
 
         def read(stream, answers):

@@ -44,7 +44,6 @@ REFERENCE_POLL_S = 0.05          # how often a worker that has run a submission 
 REFERENCE_GRACE_S = 60           # beyond three reference runs' clocks, before a worker gives up waiting
 RECORD_BATCH = 8                  # students recorded together once that many of one assignment wait
 RECORDER_STOP_S = 30              # the recording process's time to exit once its input is closed
-GRADER_NICE = -5                  # the recording process's and the workers' priority, as root (priority.py)
 
 
 @dataclass

@@ -199,14 +199,11 @@ def start_worker(pids, template_env: dict | None) -> None:
     command that is killed (a cancelled Slurm task, the OOM killer) would otherwise leave its workers waiting
     on their call queue for ever, each with its template."""
     from ..warm.isolate import die_with_parent
-    from .priority import ahead_of_kernels
 
     die_with_parent()
     if os.getppid() == 1:   # the forkserver ended before the signal was set
         os._exit(1)
     pids.put(os.getpid())
-    os.setsid()   # a share of its own, ahead of the kernels (priority.py); it still dies with the forkserver
-    ahead_of_kernels()
     if template_env is not None:
         from ..warm import pool
 

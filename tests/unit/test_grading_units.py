@@ -291,42 +291,6 @@ def test_the_recorder_compiles_each_template_once_and_an_edited_one_again(tmp_pa
     assert render() == "second 1", "an edited template must not render from the cache"
 
 
-def test_the_grader_runs_ahead_of_the_kernels(tmp_path):
-    """The recording process and each worker lead a session of their own, which Linux's autogroup scheduler
-    gives a share of its own, raised as root: in the grading command's session they got a third of the machine
-    beside two kernels, and lesson 01's class of 12 ended with 8 s of recording alone (priority.py). The
-    processes' own nice values stay, so what they start runs at the default priority."""
-    import multiprocessing
-    import time
-    from pathlib import Path
-
-    def check(pid: int, sid: int, log: str):
-        assert sid == pid != os.getsid(0), f"process {pid} shares the grader's session\n{log}"
-        assert os.getpriority(os.PRIO_PROCESS, pid) == os.getpriority(os.PRIO_PROCESS, 0)
-        autogroup = Path(f"/proc/{pid}/autogroup")
-        if os.geteuid() == 0 and autogroup.exists():
-            assert autogroup.read_text().split()[-2:] == ["nice", str(settings.GRADER_NICE)], log
-
-    log = tmp_path / "phase2.log"
-    recorder = recording.Recorder(tmp_path, log)
-    recorder.start()
-    try:
-        deadline = time.monotonic() + 60
-        while "recording process" not in log.read_text() and recorder.proc.poll() is None:
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.05)
-        check(recorder.proc.pid, os.getsid(recorder.proc.pid), log.read_text())
-    finally:
-        recorder.stop()
-    context = multiprocessing.get_context("forkserver")
-    workers = engine.Workers(1, context, context.Queue(), ["0"], context.Queue())
-    try:
-        pid = workers.submit(os.getpid).result(timeout=60)
-        check(pid, workers.submit(os.getsid, 0).result(timeout=60), "")
-    finally:
-        workers.shutdown()
-
-
 def test_a_worker_starts_without_nbgrader():
     """A worker's initializer is unpickled in the worker: in the engine's module it imported the engine, the
     recorder's side and nbgrader there (1.4 s in every worker, before its warm template could start)."""
