@@ -114,6 +114,13 @@ def template_env(env: dict[str, str], sandbox: dict | None) -> dict[str, str]:
     return {**env, "HOME": "/nonexistent", "MPLCONFIGDIR": sandbox["mpl_cache"] or "/nonexistent"}
 
 
+def _sandbox_apart(env) -> tuple[dict[str, str], dict | None]:
+    """The kernel's environment without the grader's sandbox spec, and the spec (None: not sandboxed)."""
+    env = dict(env)
+    spec = env.pop(SANDBOX_ENV, None)
+    return env, None if spec is None else json.loads(spec)
+
+
 def _python(argv: list[str]) -> list[str]:
     """A kernelspec's argv with ``python`` as jupyter_client runs it (this process's ``sys.executable``)."""
     if argv and argv[0] in ("python", f"python{sys.version_info[0]}", "python%i.%i" % sys.version_info[:2]):
@@ -129,8 +136,8 @@ class ForkingProvisioner(LocalProvisioner):
         and left closed until the kernel binds them: chosen while a new template imports torch (seconds, a
         minute on a loaded machine), another process could take one meanwhile and the kernel would die before
         replying to kernel_info (a CI run lost all of a notebook so). A cold start binds within a second."""
-        env = (await KernelProvisionerBase.pre_launch(self, env=kwargs.get("env", os.environ)))["env"]
-        sandbox = json.loads(env.pop(SANDBOX_ENV)) if SANDBOX_ENV in env else None
+        final = await KernelProvisionerBase.pre_launch(self, env=kwargs.get("env") or os.environ)
+        env, sandbox = _sandbox_apart(final["env"])   # the environment launch_kernel will get
         options = {name: value for name, value in kwargs.items() if name not in ("env", "transport_encryption")}
         if cold_reason(_python(self.kernel_spec.argv), env, options) is None:
             try:
@@ -140,8 +147,7 @@ class ForkingProvisioner(LocalProvisioner):
         return await super().pre_launch(**kwargs)
 
     async def launch_kernel(self, cmd: list[str], **kwargs):
-        env = dict(os.environ if kwargs.get("env") is None else kwargs["env"])
-        sandbox = json.loads(env.pop(SANDBOX_ENV)) if SANDBOX_ENV in env else None
+        env, sandbox = _sandbox_apart(os.environ if kwargs.get("env") is None else kwargs["env"])
         reason = cold_reason(cmd, env, kwargs)
         if reason is None:
             try:

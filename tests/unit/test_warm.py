@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -344,8 +345,6 @@ def test_ports_are_chosen_once_the_template_is_ready(templates, tmp_path):
         for template in new:
             template.drain()
         if not new or new[0].ready is None:
-            import socket
-
             thief = socket.socket()
             thief.bind((km.ip, km.shell_port))
             thief.listen()
