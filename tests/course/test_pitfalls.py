@@ -14,8 +14,8 @@ runs the test cell of its exercise in two parts:
 - the hidden part, recording, as under ``python -m autograder grade``: the grader's own
   judge must reject its observations.
 
-``RULES`` holds, for each exercise, one wrong answer per rule of its spec: the spec's markdown cell
-lists its rules under a lead-in line "The rules ...:", one bullet a rule, each bullet opening with a
+``RULES`` holds, for each exercise, one wrong answer per rule of its spec: the spec's markdown cell lists its
+rules under a lead-in line "The contract ...:" (or "The rules ...:"), one bullet a rule, each bullet opening with a
 bold key (``- **own storage**: ...``), and ``RULES[exercise][key]`` breaks that rule alone. Every
 bullet has a row, every row names a bullet, and each row's wrong answer loses the exercise's points
 (its hidden part is rejected, as for ``PLAUSIBLE``).
@@ -355,7 +355,7 @@ def test_every_exercise_has_plausible_wrong_answers_and_a_right_one(lesson):
         assert right.get(exercise), f"{lesson} {exercise}: no entry in RIGHT_ANSWERS"
 
 
-RULES_LEAD = re.compile(r"\bThe rules\b[^:]*:\s*$")
+RULES_LEAD = re.compile(r"\bThe (?:rules|contract)\b[^:]*:\s*$")
 RULE_KEY = re.compile(r"^- \*\*(.+?)\*\*")
 
 
