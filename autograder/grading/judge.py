@@ -8,8 +8,9 @@ come from the reference; the kernel's copies of them are ignored.
 
 A test cell passes only if its execution finished without an error *and* its
 observations match the reference one for one. Feedback names the failing hidden check by
-its position and the kind of difference; it never shows the label, the hidden code or
-an expected value.
+its position and the kind of difference, and shows the hint the instructor wrote for it (the
+misconception it names), taken from the reference, never from the kernel; it never shows the label,
+the hidden code, an input or an expected value.
 
 :func:`settle` is the verdict step: it takes what the runner says ran (:class:`runner.Run`), judges
 each test cell and rewrites the notebook so that nbgrader records the verdict: a failed test cell
@@ -74,10 +75,20 @@ def judge_cell(reference: list[dict], payloads: list, finished: bool) -> Verdict
         except Exception:  # whatever the kernel sent (10**400, a cycle, a bad type): this cell's failure alone
             return Verdict(False, f"hidden check {index + 1} of {total}: malformed or oversized observation")
         if found:
-            return Verdict(False, f"hidden check {index + 1} of {total} failed (wrong {found[0]})")
+            return Verdict(False, f"hidden check {index + 1} of {total} failed (wrong {found[0]})" + _hint(ref))
     if len(payloads) > total:
         return Verdict(False, f"the test cell published {len(payloads)} observations; the test makes {total}")
     return Verdict(True)
+
+
+def _hint(ref: dict) -> str:
+    """The reference's hint for a failed hidden check, as feedback shows it: the instructor's words, written as a
+    literal in the hidden code (tests/unit/test_hints.py holds every lesson to that), so nothing of the test's
+    inputs or the kernel's output. Nothing when the check has none."""
+    hint = ref.get("hint")
+    if not isinstance(hint, str) or not hint.strip():
+        return ""
+    return f". Hint: {' '.join(hint.split())}"
 
 
 # ---------------------------------------------------------------- the verdict, as nbgrader reads it
