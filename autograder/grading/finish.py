@@ -20,7 +20,7 @@ from types import SimpleNamespace
 
 from . import shards
 from .planning import UsageError, course_layout, discover, load_coursedir
-from .reporting import read_scores, write_outputs
+from .reporting import check_verdicts, read_scores, write_outputs
 from .status import Status
 from .worker import NotebookResult
 
@@ -132,9 +132,10 @@ def finish(course: Path, count: int | None = None, assignments: list[str] | None
         index = shards.report_shard(path.name)[0]
         strays |= {f"{item['student']} ({path.name})" for item in report.get("submissions", [])
                    if shards.shard_of(item["student"], count) != index}
-    scores = read_scores(coursedir, [(r.student, r.assignment, r.notebook) for r in results])
+    scores, autos = read_scores(coursedir, [(r.student, r.assignment, r.notebook) for r in results])
     for r in results:
         r.score = float(scores.get((r.student, r.assignment, r.notebook)) or 0.0)
+    check_verdicts(results, autos, lambda text: stream.write(text + "\n"))
     missing = not_graded(expected, results, count, ours)
     meta = {"course": str(course), "finished_from": [path.name for path, _ in reports], "shard_count": count,
             "shards": {shards.tag(shards.report_shard(path.name)): {

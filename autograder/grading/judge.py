@@ -139,11 +139,13 @@ def _settle_test_cell(run, index: int, reference: dict[str, list[dict]], tainted
                 out.traceback = [f"{out.ename}: {out.evalue}"]
     if index not in run.replies:
         cell.outputs.append(error_output("NotRun", f"not run: {run.reason or run.status}"))
+        run.verdicts[grade_id] = 0.0
         return
     hidden_error = any(o.get("output_type") == "error" for o in hidden_outputs)
     finished = run.replies.get(index) == "ok" and visible_error is None and not hidden_error and (
         index not in run.hidden_runs or hidden_status == "ok")
     verdict = judge_cell(reference.get(grade_id, []), payloads, finished)
+    run.verdicts[grade_id] = float(protocol.nbgrader_meta(cell).get("points") or 0) if verdict.passed else 0.0
     if not verdict.passed and visible_error is None:
         cell.outputs.append(error_output("HiddenTestFailed", verdict.reason))
     elif verdict.passed and tainted:

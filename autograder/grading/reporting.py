@@ -57,18 +57,54 @@ def report_references(references: dict, progress) -> None:
                          "a check that depends on the machine is a course bug to fix.")
 
 
-def read_scores(coursedir, pairs: list[tuple[str, str, str]]) -> dict[tuple[str, str, str], float]:
+# a recorded auto_score and the judge's points agree to this much (nbgrader stores floats)
+VERDICT_TOLERANCE = 1e-6
+
+
+def read_scores(coursedir, pairs: list[tuple[str, str, str]]) -> tuple[dict, dict]:
+    """Each notebook's score, and each of its grades' ``auto_score`` (grade id -> score or None), from the
+    gradebook."""
     from nbgrader.api import Gradebook, MissingEntry
 
-    scores = {}
+    scores, autos = {}, {}
     with Gradebook(coursedir.db_url, coursedir.course_id) as gb:
         for student, assignment, notebook in pairs:
             try:
-                scores[(student, assignment, notebook)] = gb.find_submission_notebook(
-                    notebook, assignment, student).score
+                found = gb.find_submission_notebook(notebook, assignment, student)
             except MissingEntry:
                 scores[(student, assignment, notebook)] = 0.0
-    return scores
+                autos[(student, assignment, notebook)] = {}
+                continue
+            scores[(student, assignment, notebook)] = found.score
+            autos[(student, assignment, notebook)] = {grade.name: grade.auto_score for grade in found.grades}
+    return scores, autos
+
+
+def verdict_mismatches(verdicts: dict[str, float], recorded: dict[str, float | None]) -> list[str]:
+    """Where the gradebook's auto_score differs from the points the judge's verdict gives (a grade the judge
+    decided and nbgrader did not record counts as a difference). Late penalties and manual grades live apart
+    from auto_score in nbgrader's gradebook, so they never show up here."""
+    found = []
+    for grade_id, points in sorted(verdicts.items()):
+        auto = recorded.get(grade_id)
+        if auto is None or abs(float(auto) - points) > VERDICT_TOLERANCE:
+            found.append(f"{grade_id}: the judge gave {points:g}, nbgrader recorded "
+                         f"{'nothing' if auto is None else format(float(auto), 'g')}")
+    return found
+
+
+def check_verdicts(results: list[NotebookResult], autos: dict, log) -> None:
+    """The judge's verdict is the recorded score: a notebook whose gradebook differs from it (a preprocessor of
+    the course's nbgrader config that changed a score, a recording fault) becomes ``error``, with the grades."""
+    for r in results:
+        if not (r.status.scored_by_nbgrader and r.verdicts):
+            continue
+        mismatches = verdict_mismatches(r.verdicts, autos.get((r.student, r.assignment, r.notebook), {}))
+        if mismatches:
+            r.status = Status.ERROR
+            r.reason = ("grader fault: the recorded grades differ from the judge's verdict ("
+                        + "; ".join(mismatches) + ")")[:300]
+            log(f"{r.student}/{r.assignment}/{r.notebook}: {r.reason}")
 
 
 def score(run, results: list[NotebookResult], failed: set[tuple[str, str]], progress: Progress) -> None:
@@ -78,9 +114,10 @@ def score(run, results: list[NotebookResult], failed: set[tuple[str, str]], prog
         for r in results:
             if (r.student, r.assignment) == (student, assignment) and r.status.scored_by_nbgrader:
                 r.status, r.reason = Status.ERROR, "nbgrader failed to record this submission's grades"
-    scores = read_scores(run.coursedir, [(r.student, r.assignment, r.notebook) for r in results])
+    scores, autos = read_scores(run.coursedir, [(r.student, r.assignment, r.notebook) for r in results])
     for r in results:
         r.score = float(scores.get((r.student, r.assignment, r.notebook)) or 0.0)
+    check_verdicts(results, autos, progress.log)
 
 
 def write_outputs(course: Path, results: list[NotebookResult], meta: dict, shard=None) -> None:

@@ -60,6 +60,9 @@ class Run:
     # imports), other cells, cells that drew a figure, test cells' visible parts, their hidden parts
     timings: dict[str, float] = field(default_factory=lambda: dict.fromkeys(TIMINGS, 0.0))
     notes: list[str] = field(default_factory=list)
+    # the judge's verdict, grade id -> the points it earns (the cell's points when it passed, else 0): what
+    # nbgrader must record, checked against the gradebook once it has (reporting.check_verdicts)
+    verdicts: dict[str, float] = field(default_factory=dict)
 
     def test_outputs(self, index: int) -> list:
         """Everything test cell ``index`` produced: its visible part's outputs, then its hidden part's."""

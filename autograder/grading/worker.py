@@ -39,6 +39,7 @@ class NotebookResult:
     kernel_start: str = ""                                   # "warm" or "cold"
     timings: dict[str, float] = field(default_factory=dict)  # runner.Run.timings, rounded
     notes: list[str] = field(default_factory=list)
+    verdicts: dict[str, float] = field(default_factory=dict)  # runner.Run.verdicts: grade id -> points earned
 
     def __post_init__(self):
         self.status = Status(self.status)   # from a worker's dict, the status comes back as its text
@@ -162,6 +163,7 @@ def grade_notebook(job: Job, name: str, limits: Limits, present: list[str],
         elif built.findings:
             result.notes = built.findings + result.notes
         result.execution_seconds = run.execution_seconds
+        result.verdicts = dict(run.verdicts)
         result.kernel_start = run.kernel_start
         result.timings = {key: round(value, 3) for key, value in run.timings.items()}
         stage(job, name, run.nb, result)
