@@ -482,7 +482,7 @@ def _write_project_files(dest: Path, root: Path, release: dict, package: dict, p
         "course_id": course_id(root),
     }
     (dest / "README.md").write_text(_fill((TEMPLATES / "README.md").read_text(), values))
-    (dest / "pyproject.toml").write_text(_fill((TEMPLATES / "pyproject.toml").read_text(), values))
+    (dest / "pyproject.toml").write_text(_fill((TEMPLATES / "pyproject.toml.in").read_text(), values))
     shutil.copyfile(TEMPLATES / "Makefile", dest / "Makefile")
     shutil.copyfile(TEMPLATES / "gitignore", dest / ".gitignore")
     (dest / "requirements.txt").write_text(requirements_txt(pins))
