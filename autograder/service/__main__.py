@@ -1,0 +1,32 @@
+"""``python -m autograder.service --course DIR [--exchange DIR]``: the feedback service's loop (as root, beside
+the grading command's requirements); the settings are ``c.PTEFeedback`` in the course's nbgrader_config.py."""
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from ..grading.planning import load_coursedir
+from .service import PTEFeedback, Service
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m autograder.service")
+    parser.add_argument("--course", type=Path, required=True, help="the nbgrader course folder")
+    parser.add_argument("--exchange", type=Path, default=None,
+                        help="nbgrader's exchange root (default: the course's Exchange.root, else "
+                             "/srv/nbgrader/exchange)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    coursedir = load_coursedir(args.course)
+    settings = PTEFeedback(config=coursedir.config)
+    exchange = args.exchange or Path(coursedir.config.get("Exchange", {}).get("root", "/srv/nbgrader/exchange"))
+    service = Service(args.course, exchange, coursedir.course_id, settings)
+    if not settings.assignments:
+        logging.warning("c.PTEFeedback.assignments is empty: no assignment is graded on submit")
+    service.run()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

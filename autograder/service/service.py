@@ -1,0 +1,227 @@
+"""Feedback on submit: grade each new submission in nbgrader's exchange and hand its feedback back there.
+
+One loop, one submission at a time (the grading command inside uses every core it is given):
+
+1. **notice**: list ``<exchange>/<course_id>/inbound/`` (what nbgrader's Submit button and ``nbgrader submit``
+   write) and queue each new folder of an assignment the course turned on (:mod:`.queue`);
+2. **take** the next ready submission (round-robin, cooldown, caps) and copy it into
+   ``submitted/<student>/<assignment>/``: only the release's notebooks, ``timestamp.txt`` and
+   ``submission_secret.txt``, each read through a descriptor that follows no link (the service runs as root;
+   the inbound folder is the student's);
+3. **grade** it with the grading command (``python -m autograder grade --student S --assignment A``: the same
+   sandbox, limits, warm kernels and cached reference as a class), in a course folder of the service's own
+   (``.grading/feedback-service/course``: the course's config and solutions linked, its own release made from
+   them by nbgrader, its own gradebook, ``submitted/`` and ``feedback/``), so the official grades stay the
+   instructor's;
+4. **return** the feedback with nbgrader's ``release_feedback``, so the student's Fetch Feedback shows it.
+
+A submission inside its cooldown or past a cap gets a short feedback page at once that says when it will be
+graded, or why it will not; it is replaced by the graded one when that comes.
+"""
+from __future__ import annotations
+
+import html
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from traitlets import Float, Integer, List, Unicode
+from traitlets.config import Configurable
+
+from ..course import nbgrader_cmd
+from ..grading import collect
+from ..grading.settings import MAX_NOTEBOOK_BYTES, MAX_TIMESTAMP_BYTES
+from ..grading.status import SubmissionError
+from .queue import Entry, Limits, Queue
+
+log = logging.getLogger("pte-feedback")
+STATE_DIR = ".grading/feedback-service"
+SECRET = "submission_secret.txt"
+MAX_SECRET_BYTES = 1024
+
+
+class PTEFeedback(Configurable):
+    """Feedback on submit, set in the course's ``nbgrader_config.py`` (``c.PTEFeedback.<name>``)."""
+
+    assignments = List(Unicode(), default_value=[],
+                       help="assignments graded on submit (none: the service grades nothing)").tag(config=True)
+    cooldown_s = Float(600.0, help="seconds between the starts of two gradings of one student's assignment"
+                       ).tag(config=True)
+    max_per_assignment = Integer(10, help="gradings per student and assignment").tag(config=True)
+    max_per_day = Integer(20, help="gradings per student and day (UTC), all assignments").tag(config=True)
+    poll_s = Float(1.0, help="seconds between two looks at the exchange's inbound folder").tag(config=True)
+    grade_args = List(Unicode(), default_value=[],
+                      help="extra options of the grading command (e.g. ['--jobs', '1'])").tag(config=True)
+
+
+@dataclass
+class Service:
+    course: Path
+    exchange: Path
+    course_id: str
+    settings: PTEFeedback
+    queue: Queue = field(init=False)
+    work: Path = field(init=False)
+
+    def __post_init__(self):
+        self.course = Path(self.course).resolve()
+        state = self.course / STATE_DIR
+        self.work = state / "course"
+        self.work.mkdir(parents=True, exist_ok=True)
+        for name in ("nbgrader_config.py", "solutions"):
+            if not (self.work / name).is_symlink():
+                (self.work / name).symlink_to(self.course / name)
+        for assignment in self.settings.assignments:   # the release and the gradebook's record of it
+            if not (self.work / "notebooks" / assignment).is_dir():
+                subprocess.run(nbgrader_cmd("generate_assignment", assignment, "--force", "--log-level=ERROR"),
+                               cwd=self.work, check=True, capture_output=True, text=True)
+        limits = Limits(self.settings.cooldown_s, self.settings.max_per_assignment, self.settings.max_per_day)
+        self.queue = Queue(state / "queue.sqlite", limits)
+        recovered = self.queue.recover()
+        if recovered:
+            log.info("%d submission(s) were being graded when the service stopped: queued again", recovered)
+
+    @property
+    def inbound(self) -> Path:
+        return self.exchange / self.course_id / "inbound"
+
+    # ------------------------------------------------------------ notice
+
+    def notice(self, now: float | None = None) -> list[Entry]:
+        """Queue every new submission of a turned-on assignment; the new entries (their early feedback
+        written: when they will be graded, or why not)."""
+        if not self.inbound.is_dir():
+            return []
+        added = []
+        for name in sorted(os.listdir(self.inbound)):
+            parts = name.split("+")
+            if len(parts) < 3 or parts[1] not in self.settings.assignments:
+                continue
+            entry = self.queue.add(name, now)
+            if entry is None:
+                continue
+            added.append(entry)
+            when = time.time() if now is None else now
+            if entry.state == "capped":
+                self.early_feedback(entry, entry.reason)
+            elif entry.not_before > when:
+                at = time.strftime("%H:%M:%S UTC", time.gmtime(entry.not_before))
+                self.early_feedback(entry, f"this submission will be graded at {at} (one grading every "
+                                           f"{self.settings.cooldown_s:g} s); a later submission replaces it")
+        return added
+
+    # ------------------------------------------------------------ copy, grade, return
+
+    def notebooks(self, assignment: str) -> list[str]:
+        release = self.work / "notebooks" / assignment
+        return sorted(p.name for p in release.glob("*.ipynb"))
+
+    def copy_in(self, entry: Entry) -> Path:
+        """The submission's files, copied from its inbound folder into ``submitted/`` without following any
+        link; raises SubmissionError (``refused``) for what is not a regular file."""
+        source = self.inbound / entry.inbound
+        collect.check_folder(source, self.inbound)
+        target = self.work / "submitted" / entry.student / entry.assignment
+        if target.exists():
+            shutil.rmtree(target)
+        target.mkdir(parents=True)
+        # the small files first: with them, feedback can reach the student even when a notebook is refused
+        wanted = [("timestamp.txt", MAX_TIMESTAMP_BYTES), (SECRET, MAX_SECRET_BYTES)]
+        wanted += [(name, MAX_NOTEBOOK_BYTES) for name in self.notebooks(entry.assignment)]
+        for name, limit in wanted:
+            try:
+                data = collect.read_regular(source / name, source, limit)
+            except SubmissionError as exc:
+                if exc.status == "missing" and name.endswith(".ipynb"):
+                    continue   # the grading command reports the missing notebook
+                raise
+            (target / name).write_bytes(data)
+        return target
+
+    def grade(self, entry: Entry) -> tuple[str, str]:
+        """Run the grading command for one student's assignment; (status, reason) from its report."""
+        import json
+
+        cmd = [sys.executable, "-m", "autograder", "grade", "--course", str(self.work), "--assignment",
+               entry.assignment, "--student", entry.student, *self.settings.grade_args]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        try:
+            report = json.loads((self.work / "grading-report.json").read_text())
+            mine = [s for s in report["submissions"]
+                    if (s["student"], s["assignment"]) == (entry.student, entry.assignment)]
+            status = next((s["status"] for s in mine if s["status"] != "graded"), "graded" if mine else "error")
+            return status, " | ".join(s["reason"] for s in mine if s["reason"])
+        except (OSError, ValueError, KeyError):
+            return "error", f"the grading command ended with {done.returncode}: {done.stderr[-300:]}"
+
+    def feedback_dir(self, entry: Entry) -> Path:
+        return self.work / "feedback" / entry.student / entry.assignment
+
+    def release(self, entry: Entry) -> None:
+        """Hand ``feedback/<student>/<assignment>/`` to the exchange with nbgrader's release_feedback (which
+        names each page by the submission's secret, as the student's fetch_feedback looks it up)."""
+        folder = self.feedback_dir(entry)
+        submitted = self.work / "submitted" / entry.student / entry.assignment
+        for name in ("timestamp.txt", SECRET):   # the submission's own, as nbgrader's collect would leave them
+            if (submitted / name).is_file():
+                shutil.copyfile(submitted / name, folder / name)
+        subprocess.run(nbgrader_cmd("release_feedback", entry.assignment, f"--student={entry.student}",
+                                    f"--Exchange.root={self.exchange}",
+                                    f"--CourseDirectory.course_id={self.course_id}", "--log-level=ERROR"),
+                       cwd=self.work, check=True, capture_output=True, text=True)
+
+    def early_feedback(self, entry: Entry, message: str) -> None:
+        """A page for a submission that is not graded now, returned at once through the exchange."""
+        try:
+            self.copy_in(entry)
+        except SubmissionError as exc:
+            message = f"this submission cannot be graded: {exc.reason}"
+        folder = self.feedback_dir(entry)
+        if folder.exists():
+            shutil.rmtree(folder)
+        folder.mkdir(parents=True)
+        page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(entry.assignment)}</title>"
+                f"</head><body><h1>{html.escape(entry.assignment)}</h1><p>Submitted {html.escape(entry.timestamp)}: "
+                f"{html.escape(message)}.</p></body></html>\n")
+        for name in self.notebooks(entry.assignment):
+            (folder / name.replace(".ipynb", ".html")).write_text(page)
+        try:
+            self.release(entry)
+        except (subprocess.CalledProcessError, OSError) as exc:   # no secret to name the page by: log it only
+            log.warning("%s: feedback not released: %s", entry.inbound, exc)
+
+    def serve_one(self, now: float | None = None) -> Entry | None:
+        """Grade the next ready submission, if any, and return its feedback; the entry graded."""
+        entry = self.queue.take(now)
+        if entry is None:
+            return None
+        started = time.monotonic()
+        try:
+            self.copy_in(entry)
+        except SubmissionError as exc:
+            self.queue.finish(entry.inbound, str(exc.status), exc.reason)
+            self.early_feedback(entry, f"this submission cannot be graded: {exc.reason}")
+            return entry
+        except OSError as exc:   # the service's own fault: this submission's, and the loop goes on
+            self.queue.finish(entry.inbound, "error", f"not copied: {exc}"[:300])
+            return entry
+        status, reason = self.grade(entry)
+        try:
+            self.release(entry)
+        except (subprocess.CalledProcessError, OSError) as exc:
+            status, reason = "error", f"feedback not released: {exc}"[:300]
+        self.queue.finish(entry.inbound, status, reason)
+        log.info("%s/%s (%s): %s in %.1f s", entry.student, entry.assignment, entry.timestamp, status,
+                 time.monotonic() - started)
+        return entry
+
+    def run(self, stop=lambda: False) -> None:
+        while not stop():
+            self.notice()
+            if self.serve_one() is None:
+                time.sleep(self.settings.poll_s)

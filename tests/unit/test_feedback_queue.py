@@ -1,0 +1,87 @@
+"""The feedback service's queue (autograder/service/queue.py): on disk, once per submission, latest only,
+cooldown, caps, round-robin, and nothing lost when the service stops mid-grading."""
+from __future__ import annotations
+
+from autograder.service.queue import Limits, Queue, parse_inbound
+
+T0 = 1_800_000_000.0 - 1_800_000_000.0 % 86400 + 3600   # 01:00 UTC on some day
+
+
+def name(student: str, stamp: str, assignment: str = "01_x") -> str:
+    return f"{student}+{assignment}+2026-12-05 10:00:{stamp}.000000 UTC+abcdef"
+
+
+def make(tmp_path, **limits) -> Queue:
+    return Queue(tmp_path / "queue.sqlite", Limits(**{"cooldown_s": 60.0, "max_per_assignment": 5,
+                                                      "max_per_day": 20, **limits}))
+
+
+def test_a_submission_is_queued_once_and_only_by_its_name(tmp_path):
+    queue = make(tmp_path)
+    assert queue.add(name("ann", "01"), T0).state == "waiting"
+    assert queue.add(name("ann", "01"), T0 + 1) is None
+    assert queue.add("not-a-submission", T0) is None
+    assert parse_inbound("ann+01_x+stamp") == ("ann", "01_x", "stamp")
+    assert len(queue.entries()) == 1
+
+
+def test_a_later_submission_supersedes_the_waiting_one(tmp_path):
+    queue = make(tmp_path)
+    queue.add(name("ann", "01"), T0)
+    queue.add(name("ann", "02"), T0 + 1)
+    states = [(e.timestamp[17:19], e.state) for e in queue.entries()]
+    assert states == [("01", "superseded"), ("02", "waiting")], states
+    taken = queue.take(T0 + 2)
+    assert taken.inbound == name("ann", "02") and queue.take(T0 + 2) is None
+
+
+def test_the_cooldown_delays_the_next_grading_and_says_when(tmp_path):
+    queue = make(tmp_path)
+    queue.add(name("ann", "01"), T0)
+    first = queue.take(T0)
+    queue.finish(first.inbound, "graded", now=T0 + 5)
+    second = queue.add(name("ann", "02"), T0 + 10)
+    assert second.not_before == T0 + 60
+    assert queue.take(T0 + 59) is None
+    assert queue.next_ready() == T0 + 60
+    assert queue.take(T0 + 60).inbound == second.inbound
+
+
+def test_caps_per_assignment_and_per_day(tmp_path):
+    queue = make(tmp_path, cooldown_s=0.0, max_per_assignment=2, max_per_day=3)
+    for stamp in ("01", "02"):
+        queue.add(name("ann", stamp), T0)
+        queue.finish(queue.take(T0).inbound, "graded", now=T0)
+    capped = queue.add(name("ann", "03"), T0)
+    assert capped.state == "capped" and "limit of 2 graded submissions of 01_x" in capped.reason
+    queue.add(name("ann", "04", "02_y"), T0)
+    queue.finish(queue.take(T0).inbound, "graded", now=T0)
+    daily = queue.add(name("ann", "05", "03_z"), T0)
+    assert daily.state == "capped" and "a day" in daily.reason
+    assert queue.add(name("ann", "06", "03_z"), T0 + 86400).state == "waiting"   # the next day
+
+
+def test_round_robin_serves_the_student_served_longest_ago(tmp_path):
+    queue = make(tmp_path, cooldown_s=0.0)
+    queue.add(name("ann", "01"), T0)
+    queue.finish(queue.take(T0).inbound, "graded", now=T0)
+    queue.add(name("ann", "02"), T0 + 1)            # ann again, first in line
+    queue.add(name("bob", "03"), T0 + 2)
+    queue.add(name("cat", "04"), T0 + 3)
+    order = []
+    while (entry := queue.take(T0 + 10)) is not None:
+        order.append(entry.student)
+        queue.finish(entry.inbound, "graded", now=T0 + 10)
+    assert order == ["bob", "cat", "ann"], order
+
+
+def test_a_restart_loses_nothing_and_grades_the_interrupted_one_again(tmp_path):
+    queue = make(tmp_path)
+    queue.add(name("ann", "01"), T0)
+    queue.add(name("bob", "02"), T0)
+    taken = queue.take(T0)
+    queue.close()                                   # the service died while grading `taken`
+    again = make(tmp_path)
+    assert again.recover() == 1
+    assert {e.state for e in again.entries()} == {"waiting"}
+    assert again.take(T0 + 1).inbound == taken.inbound
