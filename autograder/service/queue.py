@@ -148,19 +148,32 @@ class Queue:
             raise
         return self.get(inbound)
 
-    def take(self, now: float | None = None) -> Entry | None:
-        """The next submission to grade (round-robin over students, oldest first within the ready ones), marked
-        ``grading``; None when nothing is ready."""
+    def take(self, now: float | None = None, assignment: str | None = None) -> Entry | None:
+        """The next submission to grade (round-robin over students, oldest first within the ready ones; of
+        ``assignment`` alone if given), marked ``grading``; None when nothing is ready."""
         now = time.time() if now is None else now
         entry = self._one(
             "SELECT w.* FROM submissions w LEFT JOIN (SELECT student, MAX(started) AS served FROM submissions "
             "GROUP BY student) s ON s.student = w.student WHERE w.state = 'waiting' AND w.not_before <= ? "
-            "ORDER BY COALESCE(s.served, 0), w.noticed, w.inbound LIMIT 1", now)
+            "AND (? IS NULL OR w.assignment = ?) ORDER BY COALESCE(s.served, 0), w.noticed, w.inbound LIMIT 1",
+            now, assignment, assignment)
         if entry is None:
             return None
         self.db.execute("UPDATE submissions SET state = 'grading', started = ? WHERE inbound = ?",
                         (now, entry.inbound))
         return self.get(entry.inbound)
+
+    def take_batch(self, limit: int, now: float | None = None) -> list[Entry]:
+        """Up to ``limit`` submissions to grade together: the next one (:meth:`take`), then the next ones of the
+        same assignment in round-robin order (one grading run serves them all, as the grading command grades a
+        class); each student at most once, as only their latest submission waits."""
+        first = self.take(now)
+        if first is None:
+            return []
+        batch = [first]
+        while len(batch) < limit and (entry := self.take(now, first.assignment)) is not None:
+            batch.append(entry)
+        return batch
 
     def finish(self, inbound: str, status: str, reason: str = "", now: float | None = None) -> None:
         self.db.execute("UPDATE submissions SET state = 'done', finished = ?, status = ?, reason = ? "

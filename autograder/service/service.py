@@ -35,6 +35,7 @@ from traitlets.config import Configurable
 
 from ..course import nbgrader_cmd
 from ..grading import collect
+from ..grading.planning import load_coursedir
 from ..grading.settings import MAX_NOTEBOOK_BYTES, MAX_TIMESTAMP_BYTES
 from ..grading.status import SubmissionError
 from .queue import Entry, Limits, Queue
@@ -55,6 +56,8 @@ class PTEFeedback(Configurable):
     max_per_assignment = Integer(10, help="gradings per student and assignment").tag(config=True)
     max_per_day = Integer(20, help="gradings per student and day (UTC), all assignments").tag(config=True)
     poll_s = Float(1.0, help="seconds between two looks at the exchange's inbound folder").tag(config=True)
+    batch = Integer(30, help="submissions of one assignment graded in one run of the grading command, at most"
+                    ).tag(config=True)
     grade_args = List(Unicode(), default_value=[],
                       help="extra options of the grading command (e.g. ['--jobs', '1'])").tag(config=True)
 
@@ -143,37 +146,58 @@ class Service:
             (target / name).write_bytes(data)
         return target
 
-    def grade(self, entry: Entry) -> tuple[str, str]:
-        """Run the grading command for one student's assignment; (status, reason) from its report."""
+    def grade(self, entries: list[Entry]) -> dict[str, tuple[str, str]]:
+        """Run the grading command once for these students' submissions of one assignment; student ->
+        (status, reason) from its report."""
         import json
 
-        cmd = [sys.executable, "-m", "autograder", "grade", "--course", str(self.work), "--assignment",
-               entry.assignment, "--student", entry.student, *self.settings.grade_args]
+        assignment = entries[0].assignment
+        cmd = [sys.executable, "-m", "autograder", "grade", "--course", str(self.work), "--assignment", assignment,
+               *[arg for e in entries for arg in ("--student", e.student)], *self.settings.grade_args]
         done = subprocess.run(cmd, capture_output=True, text=True)
+        found = {}
         try:
             report = json.loads((self.work / "grading-report.json").read_text())
-            mine = [s for s in report["submissions"]
-                    if (s["student"], s["assignment"]) == (entry.student, entry.assignment)]
-            status = next((s["status"] for s in mine if s["status"] != "graded"), "graded" if mine else "error")
-            return status, " | ".join(s["reason"] for s in mine if s["reason"])
+            items = [s for s in report["submissions"] if s["assignment"] == assignment]
         except (OSError, ValueError, KeyError):
-            return "error", f"the grading command ended with {done.returncode}: {done.stderr[-300:]}"
+            items = []
+        for entry in entries:
+            mine = [s for s in items if s["student"] == entry.student]
+            if not mine:
+                found[entry.student] = ("error", f"the grading command ended with {done.returncode} and did not "
+                                                 f"report it: {done.stderr[-300:]}")
+                continue
+            status = next((s["status"] for s in mine if s["status"] != "graded"), "graded")
+            found[entry.student] = (status, " | ".join(s["reason"] for s in mine if s["reason"]))
+        return found
 
     def feedback_dir(self, entry: Entry) -> Path:
         return self.work / "feedback" / entry.student / entry.assignment
 
     def release(self, entry: Entry) -> None:
-        """Hand ``feedback/<student>/<assignment>/`` to the exchange with nbgrader's release_feedback (which
-        names each page by the submission's secret, as the student's fetch_feedback looks it up)."""
+        """Hand ``feedback/<student>/<assignment>/`` to the exchange with nbgrader's own ReleaseFeedback step,
+        in this process (it names each page by the submission's secret, as the student's fetch_feedback looks
+        it up)."""
+        from nbgrader.auth import Authenticator
+        from nbgrader.exchange import ExchangeError
+        from nbgrader.exchange.default import ExchangeReleaseFeedback
+        from traitlets.config import Config
+
         folder = self.feedback_dir(entry)
         submitted = self.work / "submitted" / entry.student / entry.assignment
         for name in ("timestamp.txt", SECRET):   # the submission's own, as nbgrader's collect would leave them
             if (submitted / name).is_file():
                 shutil.copyfile(submitted / name, folder / name)
-        subprocess.run(nbgrader_cmd("release_feedback", entry.assignment, f"--student={entry.student}",
-                                    f"--Exchange.root={self.exchange}",
-                                    f"--CourseDirectory.course_id={self.course_id}", "--log-level=ERROR"),
-                       cwd=self.work, check=True, capture_output=True, text=True)
+        coursedir = load_coursedir(self.work)
+        config = Config(coursedir.config)
+        config.merge(Config({"Exchange": {"root": str(self.exchange)}}))
+        coursedir.course_id, coursedir.assignment_id, coursedir.student_id = (self.course_id, entry.assignment,
+                                                                              entry.student)
+        step = ExchangeReleaseFeedback(coursedir=coursedir, authenticator=Authenticator(config=config), config=config)
+        try:
+            step.start()
+        except ExchangeError as exc:
+            raise OSError(f"nbgrader's release_feedback failed: {exc}") from None
 
     def early_feedback(self, entry: Entry, message: str) -> None:
         """A page for a submission that is not graded now, returned at once through the exchange."""
@@ -192,36 +216,40 @@ class Service:
             (folder / name.replace(".ipynb", ".html")).write_text(page)
         try:
             self.release(entry)
-        except (subprocess.CalledProcessError, OSError) as exc:   # no secret to name the page by: log it only
+        except OSError as exc:   # no secret to name the page by: log it only
             log.warning("%s: feedback not released: %s", entry.inbound, exc)
 
-    def serve_one(self, now: float | None = None) -> Entry | None:
-        """Grade the next ready submission, if any, and return its feedback; the entry graded."""
-        entry = self.queue.take(now)
-        if entry is None:
-            return None
+    def serve_one(self, now: float | None = None) -> list[Entry]:
+        """Grade the next ready submissions (a batch of one assignment, see Queue.take_batch) and return their
+        feedback; the entries served."""
+        batch = self.queue.take_batch(self.settings.batch, now)
         started = time.monotonic()
-        try:
-            self.copy_in(entry)
-        except SubmissionError as exc:
-            self.queue.finish(entry.inbound, str(exc.status), exc.reason)
-            self.early_feedback(entry, f"this submission cannot be graded: {exc.reason}")
-            return entry
-        except OSError as exc:   # the service's own fault: this submission's, and the loop goes on
-            self.queue.finish(entry.inbound, "error", f"not copied: {exc}"[:300])
-            return entry
-        status, reason = self.grade(entry)
-        try:
-            self.release(entry)
-        except (subprocess.CalledProcessError, OSError) as exc:
-            status, reason = "error", f"feedback not released: {exc}"[:300]
-        self.queue.finish(entry.inbound, status, reason)
-        log.info("%s/%s (%s): %s in %.1f s", entry.student, entry.assignment, entry.timestamp, status,
-                 time.monotonic() - started)
-        return entry
+        ready = []
+        for entry in batch:
+            try:
+                self.copy_in(entry)
+                ready.append(entry)
+            except SubmissionError as exc:
+                self.queue.finish(entry.inbound, str(exc.status), exc.reason)
+                self.early_feedback(entry, f"this submission cannot be graded: {exc.reason}")
+            except OSError as exc:   # the service's own fault: this submission's, and the others go on
+                self.queue.finish(entry.inbound, "error", f"not copied: {exc}"[:300])
+        verdicts = self.grade(ready) if ready else {}
+        for entry in ready:
+            status, reason = verdicts[entry.student]
+            try:
+                self.release(entry)
+            except OSError as exc:
+                status, reason = "error", f"feedback not released: {exc}"[:300]
+            self.queue.finish(entry.inbound, status, reason)
+            log.info("%s/%s (%s): %s", entry.student, entry.assignment, entry.timestamp, status)
+        if batch:
+            log.info("%d submission(s) of %s served in %.1f s", len(batch), batch[0].assignment,
+                     time.monotonic() - started)
+        return batch
 
     def run(self, stop=lambda: False) -> None:
         while not stop():
             self.notice()
-            if self.serve_one() is None:
+            if not self.serve_one():
                 time.sleep(self.settings.poll_s)

@@ -85,3 +85,17 @@ def test_a_restart_loses_nothing_and_grades_the_interrupted_one_again(tmp_path):
     assert again.recover() == 1
     assert {e.state for e in again.entries()} == {"waiting"}
     assert again.take(T0 + 1).inbound == taken.inbound
+
+
+def test_a_batch_is_one_assignment_each_student_once_in_round_robin_order(tmp_path):
+    queue = make(tmp_path, cooldown_s=0.0)
+    queue.add(name("ann", "01"), T0)
+    queue.finish(queue.take(T0).inbound, "graded", now=T0)
+    queue.add(name("ann", "02"), T0 + 1)
+    queue.add(name("bob", "03"), T0 + 2)
+    queue.add(name("cat", "04", "02_y"), T0 + 3)
+    queue.add(name("dan", "05"), T0 + 4)
+    batch = queue.take_batch(10, T0 + 10)
+    assert [(e.student, e.assignment) for e in batch] == [("bob", "01_x"), ("dan", "01_x"), ("ann", "01_x")]
+    assert [(e.student, e.assignment) for e in queue.take_batch(10, T0 + 10)] == [("cat", "02_y")]
+    assert queue.take_batch(10, T0 + 10) == []
