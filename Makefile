@@ -27,9 +27,9 @@ export PATH := $(abspath $(BIN)):$(PATH)
 # One BLAS/OpenMP thread per process: the test workers and the grader's jobs already share the
 # cores, and oversubscribed threads spin-wait (a tiny forward pass went from 0.1 ms to 17 ms).
 # make release uses the same setting, so stored outputs match what the tests recompute.
-test test-quick release bench bench-grading: export OMP_NUM_THREADS ?= 1
+test test-quick release bench bench-grading bench-feedback: export OMP_NUM_THREADS ?= 1
 
-.PHONY: lab test test-quick release grade bench bench-grading bench-tests student-edition test-gpu venv clean image
+.PHONY: lab test test-quick release grade bench bench-grading bench-feedback bench-tests student-edition test-gpu venv clean image
 
 venv: $(STAMP)
 
@@ -85,6 +85,11 @@ bench: $(STAMP)
 bench-grading: $(STAMP)
 	$(PY) -m bench.bench_grading $(BENCH_ARGS)
 	$(PY) -m bench.bench_warm_grading $(WARM_BENCH_ARGS)
+
+## Feedback on submit: submit -> feedback fetchable, one student and a burst of a class (FEEDBACK_BENCH_ARGS)
+FEEDBACK_BENCH_ARGS ?=
+bench-feedback: $(STAMP)
+	$(PY) -m bench.bench_feedback $(FEEDBACK_BENCH_ARGS)
 
 ## Wall time of `make test` in a fresh clone, cold (venv created) and warm
 bench-tests:

@@ -39,3 +39,12 @@ c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedE
 # The reference observations that hidden checks are judged against stay with the
 # instructor's source: generate_assignment must never copy them into notebooks/.
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "reference_observations.json"]
+
+# Feedback on submit (python -m autograder.service; deploy/jupyterhub runs it as a hub service): the assignments
+# graded as soon as a student submits, and the limits against probing the hidden checks by trial and error.
+# Feedback shows the visible checks' messages and each failed hidden check's hint, never its inputs or values.
+# Official grades stay the instructor's: the service grades in a course folder of its own.
+c.PTEFeedback.assignments = []          # e.g. ["01_tensors_and_views"]
+c.PTEFeedback.cooldown_s = 600.0        # between two gradings of one student's assignment
+c.PTEFeedback.max_per_assignment = 10   # gradings per student and assignment
+c.PTEFeedback.max_per_day = 20          # gradings per student and day (UTC)
