@@ -18,11 +18,13 @@ import psutil
 import zmq
 from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.manager import AsyncKernelManager
+from jupyter_client.provisioning.local_provisioner import LocalProvisioner
 from nbclient import NotebookClient
 from nbclient.exceptions import DeadKernelError
 from traitlets import DottedObjectName, List, Type
 
 from ..kernel import outputcap, protocol
+from ..warm.provisioner import SANDBOX_ARG, ColdStartRefused, ForkingProvisioner
 from . import sandbox
 from .settings import (
     CELL_LINE_LIMIT,
@@ -102,7 +104,12 @@ class ReadyClient(AsyncKernelClient):
 
 
 class SandboxedKernelManager(AsyncKernelManager):
-    """A kernel manager whose kernel command runs inside the sandbox prefix."""
+    """A kernel manager whose kernel runs inside its sandbox, or does not run.
+
+    Cold: the kernel command runs inside the sandbox prefix (bubblewrap). Warm (``sandboxed``): no prefix; the
+    sandbox spec is the ``pte_sandbox`` argument of ``start_kernel`` and the forking provisioner's child makes
+    the sandbox. A kernelspec is found by name on the Jupyter path, so which provisioner starts the kernel is
+    not the grader's to assume: ``_async_launch_kernel`` checks it before anything is started (fails closed)."""
 
     client_class = DottedObjectName(f"{__name__}.ReadyClient")
     # AsyncKernelManager makes its clients with client_factory, whose default is its own class: a
@@ -138,6 +145,32 @@ class SandboxedKernelManager(AsyncKernelManager):
                     return
             except psutil.Error:
                 continue
+
+    async def _async_launch_kernel(self, kernel_cmd: list[str], **kw) -> None:
+        """Refuse, before the provisioner starts anything, a start that would not be sandboxed; after a warm start,
+        refuse a kernel its provisioner does not report sandboxed with the spec asked for. (jupyter_client's
+        override point: "override in a subclass to launch kernel subprocesses differently".) Warm refusals raise
+        ColdStartRefused, so the runner starts the kernel cold inside bubblewrap; a cold one is an error."""
+        spec = kw.get(SANDBOX_ARG)
+        found = (self.kernel_spec.metadata.get("kernel_provisioner", {}).get("provisioner_name", "local-provisioner")
+                 if self.kernel_spec else "?")
+        where = f"the kernelspec {self.kernel_name!r} ({getattr(self.kernel_spec, 'resource_dir', '?')})"
+        if self.sandboxed:
+            if spec is None:
+                raise ColdStartRefused("a warm kernel asked for without its sandbox spec")
+            if type(self.provisioner) is not ForkingProvisioner:
+                raise ColdStartRefused(f"{where} names the provisioner {found!r} "
+                                       f"({type(self.provisioner).__name__}), not the forking one (pte-forking)")
+        else:   # cold: jupyter_client's own provisioner (or the forking one, which starts this command cold)
+            if type(self.provisioner) not in (LocalProvisioner, ForkingProvisioner) or spec is not None:
+                raise RuntimeError(f"{where} names the provisioner {found!r}, which the grader does not trust to "
+                                   "run its sandbox prefix")
+            if list(kernel_cmd[:len(self.prefix)]) != list(self.prefix):
+                raise RuntimeError(f"{where}: the kernel's command does not start with the sandbox prefix")
+        await super()._async_launch_kernel(kernel_cmd, **kw)
+        if self.sandboxed and self.provisioner.sandbox != spec:
+            kill_kernel_tree(self)
+            raise ColdStartRefused(f"{where}: the provisioner did not report a kernel sandboxed as asked")
 
     def write_connection_file(self, **kwargs):
         result = super().write_connection_file(**kwargs)

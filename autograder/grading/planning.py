@@ -151,6 +151,9 @@ def checked_plan(course: Path, overrides: dict | None, progress) -> Plan:
     if not use_bwrap:
         log("warning: grading WITHOUT the bubblewrap sandbox (--sandbox none): submissions can read "
                      "the course files, including the reference observations")
+    problem = sandbox.kernel_import_problem(settings.threads)
+    if problem:   # every kernel of the class would die before it answered: say why once, grade nothing
+        raise UsageError(f"the grading kernels cannot start: {problem}")
     paths = prepare_folders(course, coursedir, settings.shard)
     return Plan(settings, coursedir, layout, tasks, paths, settings.limits(str(Path(paths.grading) / "mplcache")),
                 kind or "none", backup_gradebook(coursedir, course))

@@ -9,7 +9,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from . import shards
+from . import sandbox, shards
 from .status import Status
 from .worker import NotebookResult
 
@@ -156,6 +156,7 @@ def report(run, results: list[NotebookResult], references: dict, seconds: float,
     settings = run.settings
     meta = {"course": str(settings.course), "jobs": settings.jobs,
             "sandbox": "bwrap" if run.limits.sandbox else "none", "cgroups": run.cgroups,
+            "kernel_package": str(sandbox.kernel_package()),   # the autograder.kernel every kernel imported
             "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(settings).items()},
             "limits": asdict(run.limits), "gradebook_backup": run.backup,
             "references": {assignment: ref.summary() for assignment, ref in sorted(references.items())},

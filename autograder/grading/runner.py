@@ -9,7 +9,6 @@ the way nbgrader reads it.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import shutil
 import threading
@@ -23,7 +22,7 @@ from nbclient.exceptions import DeadKernelError
 
 from ..kernel import outputcap, protocol
 from ..warm import KERNEL_NAME as WARM_KERNEL
-from ..warm.provisioner import SANDBOX_ENV, ColdStartRefused, template_env
+from ..warm.provisioner import SANDBOX_ARG, ColdStartRefused, template_env
 from . import cgroups, sandbox
 from .kernel_client import (
     GradingClient,
@@ -165,7 +164,7 @@ async def _run(run: Run, limits: Limits, work: Path, runtime: Path, warm: bool) 
     km.session.unpacker = f"{__name__}.{read_message_part.__name__}"   # jupyter_client's documented option
     groups = _kernel_groups(runtime, limits, run)
     if warm:
-        km.sandboxed = True   # the prefix stays empty: the template's child builds the same sandbox
+        km.sandboxed = True   # the prefix stays empty: the forking provisioner's child builds the same sandbox
     else:
         km.prefix = ((groups.join_prefix() if groups else [])
                      + sandbox.command_prefix(work, runtime, limits, cgroup=groups is not None))
@@ -177,10 +176,11 @@ async def _run(run: Run, limits: Limits, work: Path, runtime: Path, warm: bool) 
     try:
         env = dict(sandbox.kernel_env(work, limits.threads),
                    **{outputcap.ENV: str(int(client.FLOOD_FACTOR * client.output_limit))})
-        if warm:
-            spec = sandbox.warm_spec(work, runtime, limits, [str(p) for p in groups.procs] if groups else [])
-            env[SANDBOX_ENV] = json.dumps(spec)
-        async with client.async_setup_kernel(env=env):
+        start = {"env": env}
+        if warm:   # an argument of start_kernel, for the forking provisioner only (see kernel_client)
+            start[SANDBOX_ARG] = sandbox.warm_spec(work, runtime, limits,
+                                                   [str(p) for p in groups.procs] if groups else [])
+        async with client.async_setup_kernel(**start):
             run.kernel_start = "warm" if warm else "cold"
             run.timings["start"] = time.monotonic() - started
             watchdog = Watchdog(km, limits, groups.memory / "cgroup.procs" if groups else None)

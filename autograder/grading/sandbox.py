@@ -25,6 +25,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from autograder.kernel import paths
@@ -44,6 +45,39 @@ def sandbox_available() -> bool:
                             "--gid", str(NOBODY), "--dev", "/dev", "--proc", "/proc", "true"],
                            capture_output=True, timeout=30)
     return probe.returncode == 0
+
+
+def kernel_package() -> Path:
+    """The ``autograder.kernel`` every grading kernel imports: the one beside the grader's own code, whichever
+    checkout that is (the grader may run from a second checkout with the first one's venv, whose editable install
+    names the first). The sandbox binds it read-only at its own path, and :func:`kernel_env` puts its checkout
+    first on the kernel's ``PYTHONPATH``, ahead of any editable install's finder."""
+    return paths.PACKAGE_ROOT / "autograder" / "kernel"
+
+
+def kernel_import_problem(threads: int = 1) -> str | None:
+    """Why a grading kernel would not import :func:`kernel_package`, or None: the kernel's Python, with the
+    kernel's environment, in an empty folder, asked where ``autograder.kernel`` is (not run). Checked once before
+    a class is graded: every kernel of a class that failed here would die before it answered."""
+    expected = kernel_package() / "__init__.py"
+    with tempfile.TemporaryDirectory(prefix="pte-import-check-") as empty:
+        try:
+            probe = subprocess.run([sys.executable, "-c", "import importlib.util as u; "
+                                    "print(u.find_spec('autograder.kernel').origin)"],
+                                   env=kernel_env(Path(empty), threads), cwd=empty, capture_output=True, text=True,
+                                   timeout=120)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"the kernels' Python ({sys.executable}) could not be asked where autograder.kernel is: {exc}"
+    found = probe.stdout.strip().splitlines()[-1:] if probe.returncode == 0 else []
+    if not found:
+        why = (probe.stderr.strip().splitlines() or ["no answer"])[-1]
+        return f"the kernels' Python ({sys.executable}) cannot find autograder.kernel ({why})"
+    if os.path.realpath(found[0]) != os.path.realpath(expected):
+        return (f"the kernels' Python ({sys.executable}) would import autograder.kernel from "
+                f"{Path(found[0]).parent}, but the sandbox shows {expected.parent}, beside the grader's own code; "
+                "run the grader from the checkout its venv was installed from, or reinstall the venv "
+                "(pip install -e .) for this one")
+    return None
 
 
 def _readonly_roots() -> list[str]:
@@ -210,6 +244,8 @@ def kernel_env(work_dir: Path, threads: int) -> dict[str, str]:
         "MPLCONFIGDIR": str(work_dir / ".matplotlib"),
         "PYTHONWARNINGS": "ignore",
         "PYTHONDONTWRITEBYTECODE": "1",
+        # the autograder.kernel the sandbox shows, ahead of the venv's editable install (see kernel_package)
+        "PYTHONPATH": str(paths.PACKAGE_ROOT),
         "OMP_NUM_THREADS": str(threads),
         "MKL_NUM_THREADS": str(threads),
         "PTE_DATA_DIR": str(paths.data_dir()),

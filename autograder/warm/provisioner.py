@@ -22,9 +22,9 @@ ParentPollerUnix watches the process's real parent, so a kernel still ends when 
 gone -> template sees EOF and exits -> kernel's poller sees its parent go), and the kernel does not print its
 connection banner (it prints it when the variable is absent), as a cold kernel does not.
 """
-import json
 import os
 import pathlib
+import signal
 import subprocess
 import sys
 import time
@@ -34,7 +34,11 @@ from jupyter_client.provisioning.provisioner_base import KernelProvisionerBase
 
 from autograder.warm.pool import ForkedProcess, TemplateGone, get_template
 
-SANDBOX_ENV = "PTE_WARM_SANDBOX"   # the grader's sandbox spec (autograder.warm.isolate.spec), as JSON
+# The grader's sandbox spec (autograder.warm.isolate.spec) travels as this argument of ``start_kernel``, which
+# jupyter_client hands to the provisioner's pre_launch and launch_kernel: never in the kernel's environment, where
+# any provisioner would pass it on unread. The stock LocalProvisioner hands an argument it does not know to Popen,
+# which refuses it, so a kernelspec that names another provisioner cannot start a sandboxed kernel unsandboxed.
+SANDBOX_ARG = "pte_sandbox"
 POPEN_OPTIONS = {"env", "cwd", "independent", "stdin", "stdout", "stderr", "extra_arguments", "kernel_id"}
 NVIDIA_DEVICE = "/dev/nvidiactl"   # present where an NVIDIA driver is loaded
 
@@ -114,13 +118,6 @@ def template_env(env: dict[str, str], sandbox: dict | None) -> dict[str, str]:
     return {**env, "HOME": "/nonexistent", "MPLCONFIGDIR": sandbox["mpl_cache"] or "/nonexistent"}
 
 
-def _sandbox_apart(env) -> tuple[dict[str, str], dict | None]:
-    """The kernel's environment without the grader's sandbox spec, and the spec (None: not sandboxed)."""
-    env = dict(env)
-    spec = env.pop(SANDBOX_ENV, None)
-    return env, None if spec is None else json.loads(spec)
-
-
 def _python(argv: list[str]) -> list[str]:
     """A kernelspec's argv with ``python`` as jupyter_client runs it (this process's ``sys.executable``)."""
     if argv and argv[0] in ("python", f"python{sys.version_info[0]}", "python%i.%i" % sys.version_info[:2]):
@@ -129,7 +126,14 @@ def _python(argv: list[str]) -> list[str]:
 
 
 class ForkingProvisioner(LocalProvisioner):
-    """LocalProvisioner whose kernels are forked from a warm template where that is sound."""
+    """LocalProvisioner whose kernels are forked from a warm template where that is sound.
+
+    A sandboxed kernel is asked for with the spec as the ``pte_sandbox`` argument of ``start_kernel``
+    (``SANDBOX_ARG``): it is forked into a sandbox the template's child makes from that spec, or not started at all
+    (ColdStartRefused). ``sandbox`` is then the spec the child was sandboxed with, as the template reported it: the
+    grader's kernel manager checks it before it counts the kernel started (kernel_client.SandboxedKernelManager)."""
+
+    sandbox: dict | None = None
 
     async def pre_launch(self, **kwargs):
         """Wait for the kernel's template before LocalProvisioner chooses its TCP ports. Ports are chosen free
@@ -137,8 +141,9 @@ class ForkingProvisioner(LocalProvisioner):
         minute on a loaded machine), another process could take one meanwhile and the kernel would die before
         replying to kernel_info (a CI run lost all of a notebook so). A cold start binds within a second."""
         final = await KernelProvisionerBase.pre_launch(self, env=kwargs.get("env") or os.environ)
-        env, sandbox = _sandbox_apart(final["env"])   # the environment launch_kernel will get
-        options = {name: value for name, value in kwargs.items() if name not in ("env", "transport_encryption")}
+        env, sandbox = final["env"], kwargs.get(SANDBOX_ARG)   # the environment launch_kernel will get
+        options = {name: value for name, value in kwargs.items()
+                   if name not in ("env", "transport_encryption", SANDBOX_ARG)}
         if cold_reason(_python(self.kernel_spec.argv), env, options) is None:
             try:
                 await get_template(template_env(env, sandbox), self.log).wait_ready()
@@ -147,7 +152,8 @@ class ForkingProvisioner(LocalProvisioner):
         return await super().pre_launch(**kwargs)
 
     async def launch_kernel(self, cmd: list[str], **kwargs):
-        env, sandbox = _sandbox_apart(os.environ if kwargs.get("env") is None else kwargs["env"])
+        sandbox = kwargs.pop(SANDBOX_ARG, None)
+        env = dict(os.environ if kwargs.get("env") is None else kwargs["env"])
         reason = cold_reason(cmd, env, kwargs)
         if reason is None:
             try:
@@ -186,11 +192,15 @@ class ForkingProvisioner(LocalProvisioner):
                 os.close(fd)
         if "cold" in reply:
             return f"the template answered: {reply['cold']}"
+        if sandbox is not None and not reply.get("sandboxed"):   # never so: the template answers cold instead
+            os.kill(reply["pid"], signal.SIGKILL)
+            return "the template forked a kernel without reporting its sandbox"
         # LocalProvisioner.launch_kernel's bookkeeping, with a ForkedProcess in place of its Popen
         self.process = ForkedProcess(reply["pid"], template, cmd)
         self.pid = self.process.pid
         self.pgid = os.getpgid(self.pid)   # == pid: the template replies once the child has called setsid()
         self.cwd = cwd
+        self.sandbox = sandbox
         self.log.info("pte-warm: kernel %s forked from template %s in %.3f s", self.pid, template.pid,
                       time.perf_counter() - started)
         return None

@@ -214,7 +214,7 @@ def fork_kernel(sock: socket.socket, request: dict, fds: list[int], children: di
         _send(sock, {"id": request["id"], "pid": pid})
     elif answer.startswith(b"P"):
         kernels[pid] = int(answer[1:])   # the relay's exit is reported as the kernel's
-        _send(sock, {"id": request["id"], "pid": kernels[pid]})
+        _send(sock, {"id": request["id"], "pid": kernels[pid], "sandboxed": True})
     else:
         _send(sock, {"id": request["id"], "cold": "the sandbox could not be made: "
                      + answer[1:].decode(errors="replace")})
