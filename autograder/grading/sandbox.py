@@ -138,8 +138,10 @@ def command_prefix(work_dir: Path, runtime_dir: Path, limits, cgroup: bool = Fal
             "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     if not running_as_root():
         args += ["--unshare-user"]
-    args += ["--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--size", disk, "--tmpfs", "/tmp"]
-    made = {"/tmp"}
+    # /dev/shm: a size-capped tmpfs of its own, as a warm child has (shared memory of DataLoader workers)
+    args += ["--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--size", disk, "--tmpfs", "/tmp",
+             "--perms", "1777", "--size", disk, "--tmpfs", "/dev/shm"]
+    made = {"/tmp", "/dev/shm"}
     roots = _readonly_roots()
     for target in roots + [str(work_dir), str(runtime_dir), MPL_CACHE_IN_SANDBOX]:
         for parent in _ancestors(target):
@@ -156,16 +158,22 @@ def command_prefix(work_dir: Path, runtime_dir: Path, limits, cgroup: bool = Fal
              "--bind", str(runtime_dir), str(runtime_dir), "--chdir", str(work_dir),
              # inside the PID namespace the kernel's parent is PID 1: stop ipykernel from
              # taking that for an orphaned kernel (--die-with-parent covers the real case)
-             "--setenv", "JPY_PARENT_PID", "1", "--"]
+             "--setenv", "JPY_PARENT_PID", "1",
+             # the sandbox's own root folder read-only once every mount is made, as a warm child's
+             "--remount-ro", "/", "--"]
     if running_as_root():
-        # Drop to a real unprivileged user inside the namespaces: no capability survives.
-        args += ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--no-new-privs"]
+        # Drop to a real unprivileged user inside the namespaces: no capability survives, not even in the
+        # bounding and inheritable sets (a warm child clears them too: tests/e2e/test_sandbox_parity.py)
+        args += ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--no-new-privs",
+                 "--bounding-set=-all", "--inh-caps=-all"]
     elif not cgroup:
         # Not root: the sandbox has a user namespace of its own, and RLIMIT_NPROC set inside it counts only
         # the processes of that namespace (the kernel's ucounts), so no two sandboxes share this cap.
         args += ["prlimit", f"--nproc={limits.processes}", "--"]
     # the tmpfs work folder starts empty: give it matplotlib's font cache before the kernel starts
-    args += ["sh", "-c", f'cp -r {MPL_CACHE_IN_SANDBOX} "$HOME/.matplotlib" 2>/dev/null; exec "$@"', "sh"]
+    # (the shell's own PWD is not passed on: a warm kernel has none either)
+    args += ["sh", "-c", f'cp -r {MPL_CACHE_IN_SANDBOX} "$HOME/.matplotlib" 2>/dev/null; unset PWD; exec "$@"',
+             "sh"]
     return prefix + args
 
 
