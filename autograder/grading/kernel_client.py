@@ -25,7 +25,7 @@ from traitlets import DottedObjectName, List, Type
 
 from ..kernel import outputcap, protocol
 from ..warm.provisioner import SANDBOX_ARG, ColdStartRefused, ForkingProvisioner
-from . import sandbox
+from . import private_apis, sandbox
 from .settings import (
     CELL_LINE_LIMIT,
     FLOOD_FACTOR,
@@ -95,7 +95,7 @@ class ReadyClient(AsyncKernelClient):
                 except Empty:
                     pass   # not yet subscribed: ask again
                 else:
-                    self._handle_kernel_info_reply(reply)
+                    private_apis.get(private_apis.KERNEL_INFO_REPLY, self)(reply)
                     return
             if not await self.is_alive():
                 raise RuntimeError("Kernel died before replying to kernel_info")
@@ -328,7 +328,7 @@ def make_client(nb, km, limits: Limits, work: Path) -> GradingClient:
     client.timed_out = []
     # nbclient has no public hook for what happens after a cell's timeout: its _async_handle_timeout is wrapped
     # here, and only here, to stop a kernel that ignores the interrupt (it answers no more cells anyway).
-    original_timeout = client._async_handle_timeout
+    original_timeout = private_apis.get(private_apis.HANDLE_TIMEOUT, client)
 
     async def on_timeout(timeout, cell=None):
         client.timed_out.append(1)
@@ -348,5 +348,5 @@ def make_client(nb, km, limits: Limits, work: Path) -> GradingClient:
             raise DeadKernelError("the kernel ignored the interrupt")
         return reply
 
-    client._async_handle_timeout = on_timeout
+    setattr(client, private_apis.HANDLE_TIMEOUT.name, on_timeout)
     return client

@@ -31,6 +31,7 @@ from traitlets import Unicode
 from traitlets.config import Config
 from traitlets.config.loader import PyFileConfigLoader
 
+from . import private_apis
 from .settings import RECORD_BATCH, RECORDER_STOP_S
 
 
@@ -137,14 +138,14 @@ def compile_templates_once() -> CompiledTemplates:
     """Give every nbconvert exporter this process makes one :class:`CompiledTemplates` (returned)."""
     from nbconvert.exporters.templateexporter import TemplateExporter
 
-    create, cache = TemplateExporter._create_environment, CompiledTemplates()
+    create, cache = private_apis.get(private_apis.CREATE_ENVIRONMENT), CompiledTemplates()
 
-    def with_cache(exporter):
-        environment = create(exporter)
+    def with_cache(self):   # named as the method it stands for
+        environment = create(self)
         environment.bytecode_cache = cache
         return environment
 
-    TemplateExporter._create_environment = with_cache
+    setattr(TemplateExporter, private_apis.CREATE_ENVIRONMENT.name, with_cache)
     return cache
 
 

@@ -29,8 +29,10 @@ SITECUSTOMIZE = textwrap.dedent('''\
     import multiprocessing
     import multiprocessing.context
 
+    from autograder.grading.private_apis import CONCRETE_CONTEXTS, get
+
     for _name in ("fork", "forkserver"):
-        multiprocessing.context._concrete_contexts.pop(_name, None)
+        get(CONCRETE_CONTEXTS).pop(_name, None)
     multiprocessing.get_all_start_methods = multiprocessing.context._default_context.get_all_start_methods = (
         lambda: ["spawn"])
     multiprocessing.set_start_method("spawn", force=True)
