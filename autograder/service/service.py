@@ -35,7 +35,8 @@ from traitlets.config import Configurable
 
 from ..course import nbgrader_cmd
 from ..grading import collect
-from ..grading.planning import load_coursedir
+from ..grading.planning import GRADING_DIR, load_coursedir
+from ..grading.reference import CACHE_DIR
 from ..grading.settings import MAX_NOTEBOOK_BYTES, MAX_TIMESTAMP_BYTES
 from ..grading.status import SubmissionError
 from .queue import Entry, Limits, Queue
@@ -79,6 +80,12 @@ class Service:
         for name in ("nbgrader_config.py", "solutions"):
             if not (self.work / name).is_symlink():
                 (self.work / name).symlink_to(self.course / name)
+        # the course's reference cache, so a reference the instructor's grading made is not made again
+        cache = self.course / GRADING_DIR / CACHE_DIR
+        cache.mkdir(parents=True, exist_ok=True)
+        (self.work / GRADING_DIR).mkdir(exist_ok=True)
+        if not (self.work / GRADING_DIR / CACHE_DIR).is_symlink():
+            (self.work / GRADING_DIR / CACHE_DIR).symlink_to(cache, target_is_directory=True)
         for assignment in self.settings.assignments:   # the release and the gradebook's record of it
             if not (self.work / "notebooks" / assignment).is_dir():
                 subprocess.run(nbgrader_cmd("generate_assignment", assignment, "--force", "--log-level=ERROR"),
