@@ -29,7 +29,7 @@ export PATH := $(abspath $(BIN)):$(PATH)
 # make release uses the same setting, so stored outputs match what the tests recompute.
 test test-quick release bench bench-grading bench-feedback: export OMP_NUM_THREADS ?= 1
 
-.PHONY: lab test test-quick release grade bench bench-grading bench-feedback bench-tests student-edition test-gpu venv clean image
+.PHONY: lab hub hub-deps test test-quick release grade bench bench-grading bench-feedback bench-tests student-edition test-gpu venv clean image
 
 venv: $(STAMP)
 
@@ -44,6 +44,24 @@ $(STAMP): requirements.txt pyproject.toml
 ## Start JupyterLab on the student notebooks (pass extra options with LAB_ARGS='...').
 lab: $(STAMP)
 	$(BIN)/jupyter lab --ServerApp.root_dir=notebooks $(ROOT_FLAG) $(LAB_ARGS)
+
+## A demo JupyterHub on localhost (deploy/jupyterhub/README.md): students pte-ann and pte-bob, instructor
+## pte-instructor, nbgrader's exchange and the feedback service. make hub HUB_PORT=8000 HUB_ARGS='--lessons 01_tensors_and_views'
+HUB_PORT ?= 8000
+HUB_STATE ?= .hub
+HUB_ARGS ?=
+HUB_STAMP := $(VENV)/.hub-installed
+hub-deps: $(HUB_STAMP)
+
+# JupyterHub and its missing requirements, --no-deps (nothing the course pins changes); the proxy from npm
+$(HUB_STAMP): $(STAMP) deploy/jupyterhub/requirements.txt deploy/jupyterhub/package.json deploy/jupyterhub/package-lock.json
+	@command -v npm >/dev/null || { echo "make hub needs node and npm (Debian: apt-get install nodejs npm)" >&2; exit 2; }
+	$(PY) -m pip install --quiet --no-deps -r deploy/jupyterhub/requirements.txt
+	cd deploy/jupyterhub && npm ci --no-audit --no-fund --loglevel=error
+	touch $(HUB_STAMP)
+
+hub: $(HUB_STAMP)
+	$(PY) deploy/jupyterhub/demo.py --state $(HUB_STATE) --port $(HUB_PORT) $(HUB_ARGS)
 
 ## Run every test: unit tests, release sync, pitfalls, nbval, round trips, grading battery; the 15 slowest last.
 test: $(STAMP)

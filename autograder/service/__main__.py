@@ -24,7 +24,10 @@ def main(argv=None) -> int:
     service = Service(args.course, exchange, coursedir.course_id, settings)
     if not settings.assignments:
         logging.warning("c.PTEFeedback.assignments is empty: no assignment is graded on submit")
-    service.run()
+    try:
+        service.run()
+    except KeyboardInterrupt:   # JupyterHub stops a managed service with SIGINT; the queue keeps the rest
+        logging.info("stopped; a submission being graded is graded again at the next start")
     return 0
 
 
