@@ -185,14 +185,19 @@ def prepare(state: Path, lessons: list[str], cooldown_s: float) -> dict:
     config_dirs = {role: state / "jupyter" / role for role in ("students", "instructor")}
     nbgrader_common = f"c = get_config()  # noqa: F821\nc.Exchange.root = {str(exchange)!r}\n" \
                       f"c.CourseDirectory.course_id = {COURSE_ID!r}\n"
+    if not own_users:   # one Unix user for all: nbgrader would take its name for every student's id
+        config_dirs.update({f"student:{name}": state / "jupyter" / name for name in STUDENTS})
     for role, folder in config_dirs.items():
         folder.mkdir(parents=True, exist_ok=True)
         extra = f"c.CourseDirectory.root = {str(course)!r}\n" if role == "instructor" else ""
+        if role.startswith("student:"):
+            extra = f"c.CourseDirectory.student_id = {role.split(':', 1)[1]!r}\n"
         (folder / "nbgrader_config.py").write_text(nbgrader_common + extra)
-    write_json(config_dirs["students"] / "jupyter_server_config.json",
-               {"ServerApp": {"jpserver_extensions": {name: False for name in STUDENT_SERVER_EXTENSIONS_OFF}}})
-    write_json(config_dirs["students"] / "labconfig" / "page_config.json",
-               {"disabledExtensions": {name: True for name in STUDENT_LAB_PLUGINS_OFF}})
+        if role != "instructor":
+            write_json(folder / "jupyter_server_config.json",
+                       {"ServerApp": {"jpserver_extensions": {name: False for name in STUDENT_SERVER_EXTENSIONS_OFF}}})
+            write_json(folder / "labconfig" / "page_config.json",
+                       {"disabledExtensions": {name: True for name in STUDENT_LAB_PLUGINS_OFF}})
     for path in (state / "jupyter").rglob("*"):
         path.chmod(0o755 if path.is_dir() else 0o644)
     (state / "jupyter").chmod(0o755)

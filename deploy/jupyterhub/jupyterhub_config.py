@@ -87,7 +87,9 @@ def per_user(spawner):
     """The instructor's server opens on the course folder with the instructor's config; a student's on their
     home with the students' config (no formgrader, no course list, no assignment creation)."""
     instructor = spawner.user.name == STATE["instructor"]
-    role = "instructor" if instructor else "students"
+    # a student's own config where all share one Unix user (it names their nbgrader student id)
+    role = "instructor" if instructor else next(
+        (key for key in STATE["config_dirs"] if key == f"student:{spawner.user.name}"), "students")
     spawner.environment.update({
         "JUPYTER_CONFIG_PATH": STATE["config_dirs"][role],
         "OMP_NUM_THREADS": "1",
