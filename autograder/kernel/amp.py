@@ -7,7 +7,10 @@
 - :func:`watch_autocast` records, on every forward call of a module, whether autocast
   was on and with which dtype.
 - :func:`forward_hook_count` counts the forward hooks still attached to a model.
-- :func:`plot_format_ranges` and :func:`plot_gradient_magnitudes` draw the lesson's figure.
+- :func:`plot_format_ranges` and :func:`plot_gradient_magnitudes` draw the lesson's first figure;
+  :func:`scale_history` runs a GradScaler through overflows and :func:`plot_scale_history` draws its scale.
+- ``check_*`` are the visible checks of the lesson's exercises (their test cells call them), and
+  :data:`STEP_HINTS` maps the GradScaler's own errors to the mistake behind them.
 - :func:`seconds_per_step` times a training step (waiting for the GPU to finish).
 - :func:`cuda_or_skip` guards the cells that need a CUDA GPU.
 """
@@ -31,6 +34,12 @@ __all__ = [
     "plot_gradient_magnitudes",
     "seconds_per_step",
     "wide_mlp",
+    "scale_history",
+    "plot_scale_history",
+    "STEP_HINTS",
+    "check_autocast_output_dtypes",
+    "check_amp_train_step",
+    "check_param_memory_bytes",
 ]
 
 FORMATS = (torch.float32, torch.bfloat16, torch.float16)
@@ -204,3 +213,239 @@ def wide_mlp(features: int, width: int, depth: int, classes: int) -> nn.Sequenti
         size = width
     layers.append(nn.Linear(size, classes))
     return nn.Sequential(*layers)
+
+
+# ---------------------------------------------------------------- the scale over steps (section 4's figure)
+
+def scale_history(steps: int, overflows, *, init_scale: float = 2.0 ** 10,
+                  growth_interval: int = 3) -> tuple[list[float], list[bool]]:
+    """Run ``steps`` float16 training steps of a tiny model through a ``GradScaler``.
+
+    The gradients are made ``inf`` at the steps listed in ``overflows`` (counted from 1), as if float16 had
+    overflowed there. Returns the scale after each step and, for each step, whether it was skipped
+    (the weights did not move).
+    """
+    gen = torch.Generator().manual_seed(0)
+    net = nn.Linear(4, 2)
+    with torch.no_grad():
+        for p in net.parameters():
+            p.copy_(torch.randn(p.shape, generator=gen))
+    x, y = torch.randn(8, 4, generator=gen), torch.randint(0, 2, (8,), generator=gen)
+    opt = torch.optim.SGD(net.parameters(), lr=0.01)
+    spy = RecordingScaler("cpu", init_scale=init_scale, growth_interval=growth_interval)
+    overflows = set(overflows)
+    scales, skipped = [], []
+    for step in range(1, steps + 1):
+        spy.inject_inf = step in overflows
+        before = [p.detach().clone() for p in net.parameters()]
+        opt.zero_grad()
+        with torch.autocast("cpu", dtype=torch.float16):
+            loss = nn.functional.cross_entropy(net(x), y)
+        spy.scale(loss).backward()
+        spy.step(opt)
+        spy.update()
+        scales.append(spy.get_scale())
+        skipped.append(all(torch.equal(b, p) for b, p in zip(before, net.parameters())))
+    return scales, skipped
+
+
+def plot_scale_history(scales, skipped, ax, *, init_scale: float | None = None) -> None:
+    """The loss scale after each step on a log2 axis, the skipped (overflowing) steps marked."""
+    import math
+
+    start = [init_scale] if init_scale is not None else []
+    values = start + list(scales)
+    first = 0 if start else 1
+    xs = list(range(first, first + len(values)))
+    ax.step(xs, values, where="post", color="tab:blue", label="loss scale S")
+    ax.plot(xs, values, "o", color="tab:blue", ms=3)
+    bad = [k for k, s in enumerate(skipped, 1) if s]
+    if bad:
+        ax.plot(bad, [scales[k - 1] for k in bad], "x", color="tab:red", ms=9, mew=2,
+                label="overflow: step skipped, S halved")
+    ax.set_yscale("log", base=2)
+    low, high = math.floor(math.log2(min(values))), math.ceil(math.log2(max(values)))
+    ax.set_yticks([2.0 ** k for k in range(low, high + 1)], [f"$2^{{{k}}}$" for k in range(low, high + 1)])
+    ax.set_xticks(xs)
+    ax.set_xlabel("training step (0: before the first)")
+    ax.set_ylabel("loss scale S (log2 axis)")
+    ax.set_title("GradScaler: halved at each overflow, doubled after a run of good steps")
+    ax.legend(fontsize=8, loc="lower right")
+
+
+# ---------------------------------------------------------------- visible checks of the lesson's exercises
+
+def check_autocast_output_dtypes(fn: Callable) -> None:
+    """Visible checks of exercise 1: a small model's table under CPU autocast, and no hook left behind."""
+    from collections import OrderedDict
+
+    from autograder.kernel import checks
+
+    torch.manual_seed(8)
+    probe = nn.Sequential(OrderedDict(fc=nn.Linear(6, 4), act=nn.ReLU(), head=nn.Linear(4, 2)))
+    x = torch.randn(3, 6)
+    label = "autocast_output_dtypes(probe, x, 'cpu', torch.bfloat16)"
+    got = checks.call(fn, probe, x, "cpu", torch.bfloat16)
+    checks.check_type(got, dict, label, hint="return a dict {submodule name: output dtype}.")
+    names = [name for name, _ in probe.named_modules() if name]
+    checks.expect(sorted(got) == sorted(names),
+                  f"{label}: the keys are {sorted(got)}; expected the submodules' names as named_modules() spells "
+                  f"them, without the model itself (its name is ''): {sorted(names)}.")
+    checks.expect(all(isinstance(v, torch.dtype) for v in got.values()),
+                  f"{label}: the values should be torch dtypes (the outputs' .dtype), got {got}.")
+    checks.expect(got["fc"] == torch.bfloat16,
+                  f"{label}: the nn.Linear 'fc' produced {got['fc']}; under autocast on the CPU with bfloat16 a "
+                  "linear layer computes in bfloat16, so the forward pass did not run under the autocast asked for.")
+    left = forward_hook_count(probe)
+    checks.expect(left == 0,
+                  f"{left} forward hook(s) are still attached after the call. A hook stays until its handle's "
+                  ".remove() is called, and it runs again on every later forward pass.")
+    got16 = checks.call(fn, probe, x, "cpu", torch.float16)
+    checks.expect(isinstance(got16, dict) and got16.get("head") == torch.float16,
+                  f"with dtype=torch.float16 the linear layers should produce torch.float16, got {got16}: autocast "
+                  "must run with the dtype argument, not a fixed one.")
+
+
+STEP_HINTS = {
+    r"No inf checks were recorded":
+        "scaler.update() found no scaler.step(optimizer) before it: the optimizer was stepped directly. "
+        "scaler.step(optimizer) unscales the gradients first and skips the step when they hold inf or NaN.",
+    r"_scale is None":
+        "the scaler was asked to step, but no scaled loss went through backward in this step: backward ran on the "
+        "unscaled loss, where small float16 gradients flush to zero.",
+    r"step\(\) has already been called since the last update":
+        "the scaler was stepped twice without an update in between: every training step ends with "
+        "scaler.update().",
+}
+
+
+def _amp_probe(seed: int):
+    torch.manual_seed(seed)
+    net = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3))
+    return net, watch_autocast(net, "cpu")
+
+
+def check_amp_train_step(fn: Callable) -> None:
+    """Visible checks of exercise 2: one finite bfloat16 step, one overflowing step, one float16 step."""
+    import copy
+
+    from autograder.kernel import checks
+
+    torch.manual_seed(22)
+    x, y = torch.randn(16, 6), torch.randint(0, 3, (16,))
+    loss_fn = nn.CrossEntropyLoss()
+    lr = 0.1
+
+    net, seen = _amp_probe(21)
+    twin = copy.deepcopy(net)
+    spy = RecordingScaler("cpu", init_scale=2.0 ** 10)
+    opt = torch.optim.SGD(net.parameters(), lr=lr)
+    stale = 100.0
+    for p in net.parameters():
+        p.grad = torch.full_like(p, stale)             # left over from an earlier step
+    before = [p.detach().clone() for p in net.parameters()]
+    got = checks.call(fn, net, x, y, loss_fn, opt, spy, "cpu", torch.bfloat16, hints=STEP_HINTS)
+    calls = f"(the scaler saw: {spy.calls})"
+
+    checks.expect(len(seen) == 1, f"the model ran forward {len(seen)} times in one step; expected once, on xb.")
+    checks.expect(seen[0][0],
+                  "the model's forward pass ran with autocast off, so it computed in float32: the forward pass (and "
+                  "the loss) belong under torch.autocast.")
+    checks.expect(seen[0][1] == torch.bfloat16,
+                  f"autocast ran with {seen[0][1]}, but the dtype argument was torch.bfloat16.")
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        want_loss = loss_fn(twin(x), y).item()
+    checks.check_number(got, want_loss, "amp_train_step(...) return value", tol=1e-4,
+                        hint=("the value is the scaled loss: return the loss the forward pass computed, before the "
+                              "scaler multiplied it." if isinstance(got, float) and abs(got - want_loss * 1024) < 1
+                              else "return this batch's loss as the forward pass computed it."))
+    loss_fn(twin(x), y).backward()                     # float32 gradients of the same batch
+    moved = torch.cat([(p.detach() - b).flatten() for b, p in zip(before, net.parameters())])
+    want = torch.cat([-lr * q.grad.flatten() for q in twin.parameters()])
+    # Old gradients left in .grad enter the update as they are, or divided by the scale when the scaler unscales them.
+    stale_moves = [torch.cat([-lr * (q.grad.flatten() + left) for q in twin.parameters()])
+                   for left in (stale, stale / spy.get_scale())]
+    checks.expect(all((moved - stale_move).abs().max().item() >= 5e-3 for stale_move in stale_moves),
+                  "the update used the gradients left in .grad before the call plus this batch's: backward adds "
+                  "into .grad, so the old ones must be cleared before this batch's backward pass.")
+    error = (moved - want).abs().max().item()
+    if error >= 5e-3:
+        ratio = moved.norm().item() / want.norm().item()
+        hint = None
+        if "backward" not in spy.calls:
+            hint = "backward did not go through the scaled loss, so the gradients were never multiplied by the scale."
+        elif "step" not in spy.calls:
+            hint = "the optimizer stepped on gradients still multiplied by the scale."
+        elif ratio < 0.1:
+            hint = ("the update is far smaller than a float32 step: were the gradients clipped while still "
+                    "multiplied by the scale (the scaler must unscale them first), or divided by the scale twice?")
+        checks.expect(False, f"after a step whose gradients were finite, the parameters moved by {ratio:.3g} times "
+                             f"what one optimizer step on this batch's float32 gradients gives (largest difference "
+                             f"{error:.3g}) {calls}." + (f"\nLikely mistake: {hint}" if hint else ""))
+    checks.expect(spy.get_scale() == 2.0 ** 10,
+                  f"after one good step the scale should still be 1024 (it grows only after growth_interval good "
+                  f"steps); it is {spy.get_scale():g} {calls}.")
+
+    net_i, _ = _amp_probe(23)
+    opt_i = torch.optim.SGD(net_i.parameters(), lr=lr)
+    spy_i = RecordingScaler("cpu", init_scale=2.0 ** 10, inject_inf=True)
+    before_i = [p.detach().clone() for p in net_i.parameters()]
+    checks.call(fn, net_i, x, y, loss_fn, opt_i, spy_i, "cpu", torch.bfloat16, hints=STEP_HINTS)
+    calls_i = f"(the scaler saw: {spy_i.calls})"
+    checks.expect(all(torch.equal(b, p) for b, p in zip(before_i, net_i.parameters())),
+                  f"the gradients were inf (an overflow) and yet the parameters changed {calls_i}."
+                  "\nLikely mistake: the optimizer stepped without the scaler deciding whether the step is safe; "
+                  "scaler.step(optimizer) skips a step whose gradients hold inf or NaN.")
+    checks.expect(spy_i.get_scale() == 2.0 ** 9,
+                  f"after an overflow the scale should go down from 1024 to 512 for the next step; it is "
+                  f"{spy_i.get_scale():g} {calls_i}."
+                  + ("\nLikely mistake: the scaler never updated its scale (scaler.update())."
+                     if "update" not in spy_i.calls else ""))
+
+    net_h, seen_h = _amp_probe(24)
+    checks.call(fn, net_h, x, y, loss_fn, torch.optim.SGD(net_h.parameters(), lr=lr),
+                RecordingScaler("cpu", init_scale=2.0 ** 10), "cpu", torch.float16, hints=STEP_HINTS)
+    checks.expect(seen_h == [(True, torch.float16)],
+                  f"with dtype=torch.float16 autocast should run in float16; it ran as {seen_h} "
+                  "(autocast on?, dtype): autocast must use the dtype argument.")
+
+
+def check_param_memory_bytes(fn: Callable) -> None:
+    """Visible checks of exercise 3: a model with a tied, a frozen and a BatchNorm layer, in three dtypes."""
+    from autograder.kernel import checks
+
+    class TiedNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(10, 4)
+            self.norm = nn.BatchNorm1d(4)
+            self.frozen = nn.Linear(4, 4)
+            self.out = nn.Linear(4, 10, bias=False)
+            self.out.weight = self.emb.weight
+            self.frozen.requires_grad_(False)
+
+    tied = TiedNet()
+    distinct = sum(p.numel() for p in tied.parameters())
+    buffers = sum(b.numel() for b in tied.buffers())
+    trainable = sum(p.numel() for p in tied.parameters() if p.requires_grad)
+    twice = distinct + tied.emb.weight.numel()
+    for dt in (torch.float32, torch.bfloat16, torch.float64):
+        got = checks.call(fn, tied, dt)
+        checks.check_type(got, int, f"param_memory_bytes(model, {dt})",
+                          hint="a number of bytes is a whole number: return a Python int.")
+        size = dt.itemsize
+        hint = None
+        if got == (twice + buffers) * size:
+            hint = ("the buffers (BatchNorm's running statistics and batch count) were counted, and the tied weight "
+                    "twice: state_dict() holds both.")
+        elif got == twice * size:
+            hint = "the tied weight was counted twice: it is one Parameter, shared by two modules."
+        elif got == (distinct + buffers) * size:
+            hint = "the buffers were counted: they are not parameters."
+        elif got == trainable * size:
+            hint = "the frozen layer is missing: a parameter with requires_grad=False still takes memory."
+        elif got in (distinct * 4, distinct * 2) and got != distinct * size:
+            hint = f"the dtype was ignored: {dt} takes {size} bytes per element."
+        checks.expect(got == distinct * size,
+                      f"param_memory_bytes(model with {distinct} distinct parameter elements, {dt}) returned {got}, "
+                      f"expected {distinct * size}." + (f"\nLikely mistake: {hint}" if hint else ""))

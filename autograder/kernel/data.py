@@ -9,7 +9,9 @@ the default on macOS) must import a dataset class or a ``worker_init_fn`` by nam
 cannot see what a notebook defines. ``simulated_worker_draws`` runs a ``worker_init_fn``
 the way a worker would, but in this process, so it also works with a notebook function.
 
-``check_digits_split`` holds the visible checks of lesson 03's ``DigitsDataset`` exercise.
+``plot_worker_timings`` draws the worker timings of lesson 03. ``check_digits_split``,
+``check_spiral_dataset``, ``check_make_loaders`` and ``check_seed_worker`` hold the visible checks of
+its four exercises.
 """
 from __future__ import annotations
 
@@ -260,6 +262,12 @@ def constant_numpy_seed(worker_id: int) -> None:
     np.random.seed(0)
 
 
+def constant_seeds(worker_id: int) -> None:
+    """What a careless library does in every worker: seed NumPy and ``random`` with 0."""
+    np.random.seed(0)
+    random.seed(0)
+
+
 def worker_numpy_draws(worker_init_fn=None, seed: int = 0, length: int = 8, num_workers: int = 2,
                        multiprocessing_context=None) -> dict[int, list[float]]:
     """Run a ``num_workers`` DataLoader over ``NumpyNoise`` (batch size 1, no shuffling).
@@ -302,19 +310,22 @@ def as_worker(worker_id: int, num_workers: int, base_seed: int, dataset=None):
     """
     from torch.utils.data._utils import worker as _worker
 
+    from autograder.kernel import private_apis
+
+    generate_state = private_apis.get(private_apis.GENERATE_STATE)
     saved_torch, saved_numpy, saved_random = torch.get_rng_state(), np.random.get_state(), random.getstate()
     saved_cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
-    saved_info = _worker._worker_info
+    saved_info = private_apis.get(private_apis.WORKER_INFO)
     seed = base_seed + worker_id
     try:
         random.seed(seed)
         torch.manual_seed(seed)
-        np.random.seed(_worker._generate_state(base_seed, worker_id))
-        _worker._worker_info = _worker.WorkerInfo(id=worker_id, num_workers=num_workers, seed=seed,
-                                                  dataset=dataset)
+        np.random.seed(generate_state(base_seed, worker_id))
+        setattr(_worker, private_apis.WORKER_INFO.name,
+                _worker.WorkerInfo(id=worker_id, num_workers=num_workers, seed=seed, dataset=dataset))
         yield
     finally:
-        _worker._worker_info = saved_info
+        setattr(_worker, private_apis.WORKER_INFO.name, saved_info)
         torch.set_rng_state(saved_torch)
         if saved_cuda is not None:
             torch.cuda.set_rng_state_all(saved_cuda)
@@ -340,6 +351,62 @@ def simulated_worker_draws(worker_init_fn=None, seed: int = 0, length: int = 8,
                 worker_init_fn(worker_id)
             draws[worker_id] = [dataset[i][2] for i in range(worker_id, length, num_workers)]
     return draws
+
+
+def simulated_worker_streams(worker_init_fn, seed: int = 0, num_workers: int = 2, count: int = 3,
+                             before=None) -> dict[int, tuple[list[float], list[float]]]:
+    """Worker id -> (``count`` NumPy numbers, ``count`` ``random`` numbers) each worker draws after it started.
+
+    Each worker of a loader whose generator is seeded with ``seed`` is simulated in this process
+    (:func:`as_worker`): ``before(worker_id)`` runs first if given (a library seeding the generators
+    with a constant, say, :func:`constant_seeds`), then ``worker_init_fn(worker_id)``.
+    """
+    base_seed = loader_base_seed(seed)
+    streams = {}
+    for worker_id in range(num_workers):
+        with as_worker(worker_id, num_workers, base_seed):
+            if before is not None:
+                before(worker_id)
+            if worker_init_fn is not None:
+                worker_init_fn(worker_id)
+            streams[worker_id] = (np.random.random_sample(count).tolist(), [random.random() for _ in range(count)])
+    return streams
+
+
+# ---------------------------------------------------------------- the worker timings
+
+def plot_worker_timings(timings, fig=None, title: str | None = "one epoch without and with worker processes"):
+    """Bar chart of ``timings``, which maps ``(dataset label, num_workers)`` to seconds per epoch.
+
+    One panel per dataset, each on its own scale (an in-memory epoch can take a hundredth of a
+    decoding one), one bar per worker count; every bar after the first is marked with its ratio
+    to the first ("x0.62": the epoch took 0.62 times as long). Returns the figure (a new pyplot
+    figure unless ``fig`` is given).
+    """
+    labels = list(dict.fromkeys(label for label, _ in timings))
+    if not labels:
+        raise ValueError("no timings to draw")
+    if fig is None:
+        import matplotlib.pyplot as plt
+
+        fig = plt.figure(figsize=(3.2 * len(labels), 3.0))
+    axes = fig.subplots(1, len(labels), squeeze=False)[0]
+    for ax, label in zip(axes, labels):
+        workers = sorted(w for lab, w in timings if lab == label)
+        seconds = [float(timings[label, w]) for w in workers]
+        names = [f"{w} worker{'s' if w != 1 else ''}" for w in workers]
+        bars = ax.bar(names, seconds, color=["tab:gray"] + ["tab:blue"] * (len(workers) - 1))
+        for bar, value in zip(bars[1:], seconds[1:]):
+            ratio = value / seconds[0] if seconds[0] > 0 else float("inf")
+            ax.annotate(f"×{ratio:.2f}", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                        ha="center", va="bottom", fontsize=9)
+        ax.set_ylim(0, 1.2 * max(seconds) if max(seconds) > 0 else 1.0)
+        ax.set_title(label, fontsize=10)
+        ax.set_ylabel("seconds per epoch")
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
 
 
 # ---------------------------------------------------------------- visible checks of DigitsDataset
@@ -450,3 +517,136 @@ def check_spiral_items(ds, n_per_class: int, positions) -> None:
     checks.expect(len(noises) == len(positions),
                   f"items {list(positions)} got exactly the same noise: a generator seeded with `seed` alone "
                   "gives every item the same draws; seed it from both the seed and the index.")
+
+
+def check_spiral_dataset(dataset_class, n_per_class: int, seed: int, positions) -> None:
+    """Visible checks of lesson 03's ``SpiralDataset``, built here as ``dataset_class(n_per_class, seed)``.
+
+    Its length; the items at ``positions`` (:func:`check_spiral_items`); torch's global random
+    state, which building and reading must leave alone; and an index given as a NumPy integer
+    or a 0-dimensional tensor, which must give the same item as the Python int.
+    """
+    ds = checks.call(dataset_class, n_per_class, seed)
+    checks.expect(len(ds) == 2 * n_per_class, f"len(SpiralDataset({n_per_class})) is {len(ds)}, expected "
+                  f"{2 * n_per_class} (two classes of {n_per_class}).")
+    rng_state = torch.get_rng_state()
+    check_spiral_items(ds, n_per_class, positions)
+    checks.expect(torch.equal(rng_state, torch.get_rng_state()),
+                  "reading items changed torch's global random generator: a torch.manual_seed (or a torch.randn "
+                  "without generator=) inside __getitem__ reseeds or advances the stream that shuffling, dropout and "
+                  "initialization draw from. Draw the noise from your own torch.Generator.")
+    k = positions[1]
+    point, label = checks.dataset_item(ds, k)
+    index_hint = {r"integer is required|expected a long|[Tt]ensor": (
+        "torch.Generator.manual_seed accepts a Python int only. A DataLoader passes ints, but code that "
+        "indexes a dataset by hand often holds NumPy integers (np.random.permutation) or 0-dimensional tensors "
+        "(torch.randperm): turn the index into an int first (operator.index(i) accepts all three).")}
+    for index, shown in ((np.int64(k), f"np.int64({k})"), (torch.tensor(k), f"torch.tensor({k})")):
+        name = f"SpiralDataset({n_per_class})[{shown}]"
+        other_point, other_label = checks.dataset_item(ds, index, name, hints=index_hint)
+        checks.expect(torch.is_tensor(other_point) and torch.equal(other_point, point)
+                      and torch.is_tensor(other_label) and other_label.dtype == label.dtype
+                      and other_label.shape == label.shape and torch.equal(other_label, label),
+                      f"{name} is not the item SpiralDataset({n_per_class})[{k}] returns ({checks.describe(point)}, "
+                      f"{checks.describe(label)}): an index that is a NumPy integer or a 0-dimensional tensor "
+                      "must give the same point and label as the equal Python int.")
+
+
+# ---------------------------------------------------------------- visible checks of make_loaders
+
+def _epoch_order(loader) -> list[int]:
+    return [int(v) for batch in loader for v in batch[0]]
+
+
+def check_make_loaders(make_loaders) -> None:
+    """Visible checks of lesson 03's ``make_loaders`` on 100 training and 50 validation items, batches of 8.
+
+    Two DataLoaders with that batch size; validation in dataset order; a training epoch that
+    returns every item once, not in dataset order, and in the order that a shuffling DataLoader
+    gives after the same ``torch.manual_seed``.
+    """
+    from torch.utils.data import DataLoader, TensorDataset
+
+    loaders = checks.call(make_loaders, TensorDataset(torch.arange(100)), TensorDataset(torch.arange(50)), 8)
+    checks.check_type(loaders, tuple, "make_loaders(...)",
+                      hint="return the two loaders as a tuple: (train_loader, val_loader).")
+    checks.expect(len(loaders) == 2,
+                  f"make_loaders returned {len(loaders)} items, expected (train_loader, val_loader).")
+    train_dl, val_dl = loaders
+    checks.check_type(train_dl, DataLoader, "train_loader")
+    checks.check_type(val_dl, DataLoader, "val_loader")
+    checks.expect(train_dl.batch_size == 8 and val_dl.batch_size == 8,
+                  f"batch sizes are {train_dl.batch_size} (train) and {val_dl.batch_size} (val), expected 8 for both.")
+    checks.expect(_epoch_order(val_dl) == list(range(50)),
+                  "the validation loader does not return the examples in dataset order: do not shuffle evaluation "
+                  "data (predictions must line up with the dataset's rows, and shuffling buys nothing for an average).")
+    order = _epoch_order(train_dl)
+    checks.expect(sorted(order) == list(range(100)),
+                  f"one training epoch returned {len(order)} examples, expected each of the 100 exactly once "
+                  "(no drop_last, no sampling with replacement).")
+    checks.expect(order != list(range(100)),
+                  "the training loader returns the examples in dataset order: shuffle=True is needed so each batch "
+                  "is a fair sample and the order changes every epoch.")
+    torch.manual_seed(5)
+    order = _epoch_order(train_dl)
+    torch.manual_seed(5)
+    checks.expect(order == _epoch_order(DataLoader(TensorDataset(torch.arange(100)), batch_size=8, shuffle=True)),
+                  "after torch.manual_seed(5) the training loader gave another order than "
+                  "DataLoader(..., shuffle=True) gives after the same seed: shuffle with the default random source "
+                  "(no generator= of your own, no fixed permutation), so that torch.manual_seed fixes the order.")
+
+
+# ---------------------------------------------------------------- visible checks of seed_worker
+
+def check_seed_worker(seed_worker) -> None:
+    """Visible checks of lesson 03's ``seed_worker``, in simulated workers (:func:`as_worker`).
+
+    In each check a careless library has first seeded NumPy and ``random`` with 0 in every
+    worker (:func:`constant_seeds`). The workers of one loader must then draw different numbers
+    from both; the same loader seed must give the same numbers again and another loader seed
+    other ones; and each worker's numbers must be those of NumPy and ``random`` seeded with its
+    torch seed modulo 2**32.
+    """
+    modulo_hint = {r"[Ss]eed must be between|out of bounds|too large|2\*\*32":
+                   "np.random.seed only accepts seeds below 2**32, and a worker's torch seed is a 64-bit number: "
+                   "reduce it modulo 2**32."}
+
+    def streams(seed):
+        return checks.call(simulated_worker_streams, seed_worker, seed=seed, num_workers=2, count=4,
+                           before=constant_seeds, hints=modulo_hint)
+
+    with as_worker(0, 2, base_seed=2**40 + 7):   # a stub, or a seed NumPy refuses, is reported here
+        checks.call(seed_worker, 0, hints=modulo_hint)
+    first = streams(0)
+    for which, generator in ((0, "NumPy's global generator (np.random)"), (1, "Python's random module")):
+        checks.expect(first[0][which] != first[1][which],
+                      f"in a loader with 2 workers, both workers drew the same numbers from {generator} after "
+                      "seed_worker ran (a library had seeded it with a constant in every worker, as some do): "
+                      "seed_worker must give every worker a stream of its own, from something that differs "
+                      "between workers and is fixed by the loader's seed.")
+    checks.expect(streams(0) == first,
+                  "two loaders seeded alike gave the workers different numbers: the streams must be fixed by the "
+                  "loader's seed (no clock, no os.urandom), or a run cannot be repeated.")
+    checks.expect(streams(1) != first,
+                  "loaders seeded 0 and 1 gave the workers the same numbers: the streams ignore the loader's seed, so "
+                  "every epoch and every run repeats the same 'random' augmentations. Derive them from the worker's "
+                  "torch seed (torch.initial_seed() inside the worker), which changes with the loader's seed and "
+                  "every epoch.")
+    for worker_seed in (1234, 2**40 + 2**31 + 7):
+        with as_worker(0, 2, base_seed=worker_seed):   # in here torch.initial_seed() == worker_seed
+            constant_seeds(0)
+            checks.call(seed_worker, 0, hints=modulo_hint)
+            got = np.random.random_sample(3).tolist(), [random.random() for _ in range(3)]
+        numpy_state, random_state = np.random.get_state(), random.getstate()
+        try:
+            np.random.seed(worker_seed % 2**32)
+            random.seed(worker_seed % 2**32)
+            want = np.random.random_sample(3).tolist(), [random.random() for _ in range(3)]
+        finally:
+            np.random.set_state(numpy_state)
+            random.setstate(random_state)
+        for which, generator in ((0, "NumPy's global generator"), (1, "Python's random module")):
+            checks.expect(got[which] == want[which],
+                          f"in a worker whose torch seed is {worker_seed}, {generator} after seed_worker(0) draws "
+                          f"other numbers than after seeding it with {worker_seed} % 2**32: seed both generators "
+                          "with the worker's torch seed (it already includes the worker id), taken modulo 2**32.")

@@ -1,4 +1,4 @@
-"""Lesson 01's figures, its stride explorer, and one small helper for its test cells."""
+"""Lesson 01's figures (memory order, broadcasting), its stride explorer, and the visible checks of its exercises."""
 from __future__ import annotations
 
 import html
@@ -7,12 +7,14 @@ import itertools
 import math
 from typing import Any, Callable
 
+import numpy as np
 import torch
 
 from autograder.kernel import checks
 
 __all__ = ["layout_report", "storage_offsets", "plot_memory_order", "stride_explorer", "SHAPES",
-           "expect_answer"]
+           "expect_answer", "broadcast_report", "plot_broadcast", "check_new_object", "check_shares_storage_answers",
+           "check_flatten_answers", "check_copy_answers", "check_label_answers", "check_linear_answers"]
 
 
 def layout_report(shape: tuple[int, ...], perm: tuple[int, ...]) -> dict:
@@ -162,3 +164,185 @@ def expect_answer(fn: Callable, args: tuple, want: Any, label: str, hint: str | 
     if hint:
         message += f"\nLikely mistake: {hint}"
     checks.expect(got == want, message)
+
+
+# ---------------------------------------------------------------- broadcasting, drawn
+
+def broadcast_report(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> dict:
+    """How broadcasting lines up ``a_shape`` and ``b_shape``, dimension by dimension from the right.
+
+    Returns ``a`` and ``b`` padded on the left with 1s to the same length, ``padded_a`` /
+    ``padded_b`` (how many 1s each got), ``stretched_a`` / ``stretched_b`` (the positions, counted
+    from the left of the padded shapes, where that operand's 1 is stretched), ``clash`` (positions
+    where the sizes differ and neither is 1) and ``result`` (the broadcast shape, ``None`` on a clash).
+    """
+    a_shape, b_shape = tuple(a_shape), tuple(b_shape)
+    n = max(len(a_shape), len(b_shape))
+    a = (1,) * (n - len(a_shape)) + a_shape
+    b = (1,) * (n - len(b_shape)) + b_shape
+    stretched_a = [i for i in range(n) if a[i] == 1 and b[i] != 1]
+    stretched_b = [i for i in range(n) if b[i] == 1 and a[i] != 1]
+    clash = [i for i in range(n) if a[i] != b[i] and 1 not in (a[i], b[i])]
+    result = None if clash else tuple(max(x, y) if 1 in (x, y) else x for x, y in zip(a, b))
+    return {"a": a, "b": b, "padded_a": n - len(a_shape), "padded_b": n - len(b_shape),
+            "stretched_a": stretched_a, "stretched_b": stretched_b, "clash": clash, "result": result}
+
+
+_STRETCHED = "#f5c77e"
+_CLASH = "#f4a6a6"
+
+
+def plot_broadcast(a_shape: tuple[int, ...], b_shape: tuple[int, ...], ax=None, title: str | None = None,
+                   legend: bool = True):
+    """Draw two shapes aligned from the right, one box per dimension, and the shape they broadcast to.
+
+    A dimension a shape lacks is drawn dashed (it counts as 1); a size 1 that is stretched is
+    shaded and shows what it stretches to; a column where the sizes differ and neither is 1 is
+    red, and then there is no result. ``legend=False`` leaves the key out (for a panel beside another).
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch, Rectangle
+
+    report = broadcast_report(a_shape, b_shape)
+    n = len(report["a"])
+    if ax is None:
+        _, ax = plt.subplots(figsize=(1.1 * n + 2.6, 2.6), layout="constrained")
+    rows = [("a", report["a"], report["padded_a"], report["stretched_a"]),
+            ("b", report["b"], report["padded_b"], report["stretched_b"])]
+    for row, (_, sizes, padded, stretched) in enumerate(rows):
+        for col, size in enumerate(sizes):
+            implied, stretch = col < padded, col in stretched
+            face = _CLASH if col in report["clash"] else _STRETCHED if stretch else "white"
+            ax.add_patch(Rectangle((col - 0.42, row - 0.38), 0.84, 0.76, facecolor=face, edgecolor="black",
+                                   linestyle="--" if implied else "-", linewidth=1.2))
+            label = f"1→{max(report['a'][col], report['b'][col])}" if stretch else str(size)
+            ax.text(col, row, label, ha="center", va="center", fontsize=11,
+                    color="dimgray" if implied and not stretch else "black")
+    for col in range(n):
+        clash = col in report["clash"]
+        ax.add_patch(Rectangle((col - 0.42, 2 - 0.38), 0.84, 0.76, facecolor=_CLASH if clash else "#dde8f5",
+                               edgecolor="black", linewidth=1.2))
+        size = max(report["a"][col], report["b"][col])
+        ax.text(col, 2, "✗" if clash else str(size), ha="center", va="center", fontsize=11)
+    ax.axhline(1.5, color="gray", linewidth=0.8)
+    ax.set_xlim(-0.6, n - 0.4)
+    ax.set_ylim(2.6, -0.6)
+    ax.set_xticks(range(n), [str(col - n) for col in range(n)])
+    ax.set_yticks(range(3), [f"a {tuple(a_shape)}", f"b {tuple(b_shape)}", "a + b"])
+    ax.set_xlabel("dimension, counted from the right", fontsize=9)
+    ax.set_ylabel("operand", fontsize=9)
+    for side in ("top", "right", "bottom", "left"):
+        ax.spines[side].set_visible(False)
+    ax.tick_params(length=0)
+    if title is None:
+        outcome = (f"{report['result']}" if report["result"] is not None
+                   else f"error at dimension {report['clash'][0] - n}")
+        title = f"{tuple(a_shape)} + {tuple(b_shape)} → {outcome}"
+    ax.set_title(title, fontsize=10)
+    if legend:
+        ax.legend(handles=[Patch(facecolor="white", edgecolor="black", linestyle="--", label="missing: counts as 1"),
+                           Patch(facecolor=_STRETCHED, edgecolor="black", label="size 1, stretched"),
+                           Patch(facecolor=_CLASH, edgecolor="black", label="sizes clash")],
+                  loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
+    return ax
+
+
+# ---------------------------------------------------------------- the visible checks of the exercises
+# Each takes the student's function; the test cell seeds before calling it, and the inputs are drawn here in
+# a fixed order, so the expected values never stand in the test cell.
+
+def check_new_object(fn: Callable, args: tuple, label: str) -> None:
+    """Two calls of ``fn(*args)`` must return two objects (and two tensors two storages): a result is built
+    for its call, never kept and handed out again, because the caller may change it."""
+    first, second = checks.call(fn, *args), checks.call(fn, *args)
+    same = first is second or (isinstance(first, torch.Tensor) and isinstance(second, torch.Tensor)
+                                and first.numel() > 0 and checks.storage_id(first) == checks.storage_id(second))
+    checks.expect(not same, f"{label}: two calls returned the same {'storage' if first is not second else 'object'}"
+                            "\nLikely mistake: the result is kept and handed out again (a cache, a module-level "
+                            "tensor): build it on every call, since a caller that changes one result changes the "
+                            "other.")
+
+
+def check_shares_storage_answers(shares_storage: Callable) -> None:
+    """The visible checks of exercise 1."""
+    t = torch.randn(10)
+    arr = np.arange(6.0)
+    expect_answer(shares_storage, (t, t.view(2, 5)), True, "shares_storage(t, t.view(2, 5))",
+                  "t.view(2, 5) is a window on t's storage: same storage, other shape.")
+    expect_answer(shares_storage, (t, t.clone()), False, "shares_storage(t, t.clone())",
+                  "clone() copies the data into new storage.")
+    expect_answer(shares_storage, (t, t[3:]), True, "shares_storage(t, t[3:])",
+                  "t[3:] starts 3 elements later, so its data_ptr() differs, but it lives in t's storage: "
+                  "compare the storages, not the first elements.")
+    expect_answer(shares_storage, (t[:5], t[5:]), True, "shares_storage(t[:5], t[5:])",
+                  "the two halves do not overlap, yet both are windows on t's storage: sharing is about "
+                  "the storage, not about overlapping elements.")
+    expect_answer(shares_storage, (torch.empty(0), torch.empty(0)), False,
+                  "shares_storage(torch.empty(0), torch.empty(0))",
+                  "unrelated empty tensors own no memory; every storage of 0 bytes reports address 0. "
+                  "Return False when either storage is empty.")
+    expect_answer(shares_storage, (torch.from_numpy(arr), torch.from_numpy(arr)[2:]), True,
+                  "shares_storage(from_numpy(arr), from_numpy(arr)[2:])",
+                  "both tensors wrap the one buffer of the NumPy array arr. Each torch.from_numpy call builds its "
+                  "own storage object on that memory: compare where the storages start, not the objects.")
+
+
+_VIEW_HINT = {r"view size is not compatible|not compatible with input tensor's size and stride":
+              "`.view` needs compatible strides and fails on a permuted (non-contiguous) tensor; "
+              "`.reshape` views when it can and copies when it must."}
+
+
+def check_flatten_answers(flatten_features: Callable) -> None:
+    """The visible checks of exercise 2."""
+    batch = torch.randn(2, 3, 4)
+    checks.check_tensor(checks.call(flatten_features, batch, hints=_VIEW_HINT), batch.reshape(2, 12),
+                        "flatten_features(batch (2, 3, 4))")
+    permuted = batch.permute(0, 2, 1)
+    checks.check_tensor(checks.call(flatten_features, permuted, hints=_VIEW_HINT), permuted.reshape(2, 12),
+                        "flatten_features(batch.permute(0, 2, 1), shape (2, 4, 3))")
+    four_d = torch.randn(3, 2, 2, 5)
+    flat = checks.call(flatten_features, four_d, hints=_VIEW_HINT)
+    checks.check_tensor(flat, four_d.reshape(3, 20), "flatten_features(4-D input (3, 2, 2, 5))")
+    checks.check_shares_storage(flat, four_d, "flatten_features(contiguous (3, 2, 2, 5))",
+                                hint="a contiguous input can be flattened without copying: reshape returns a view "
+                                     "here, while clone() or torch.tensor(...) copy.")
+
+
+def check_copy_answers(independent_copy: Callable) -> None:
+    """The visible checks of exercise 3, and the course's "a new object on every call"."""
+    leaf = torch.randn(3, requires_grad=True)
+    doubled = leaf * 2
+    snap = checks.call(independent_copy, doubled)
+    checks.check_tensor(snap, doubled.detach(), "independent_copy(doubled)")
+    checks.check_no_autograd_history(snap, "independent_copy(doubled)",
+                                     hint="autograd records .clone() (and copy_): detach from the graph before "
+                                          "copying, or copy where nothing is recorded.")
+    checks.check_own_storage(snap, doubled, "independent_copy(doubled)",
+                             hint=".detach() (and .data) return a tensor on the same storage: the data still "
+                                  "have to be copied.")
+    check_new_object(independent_copy, (doubled,), "independent_copy(doubled)")
+
+
+def check_label_answers(to_class_labels: Callable, rng: np.random.Generator) -> None:
+    """The visible checks of exercise 4; ``rng`` (seeded in the test cell) draws the labels."""
+    arr = rng.integers(0, 5, size=6).astype(np.float64)
+    checks.check_tensor(checks.call(to_class_labels, arr), torch.tensor(arr.astype(np.int64)),
+                        f"to_class_labels({arr.tolist()})")
+
+
+def check_linear_answers(linear_forward: Callable) -> None:
+    """The visible checks of exercise 5."""
+    from torch import nn
+
+    hints = {r"shapes cannot be multiplied|size mismatch|must match":
+             "nn.Linear keeps weight as (out_features, in_features): the product needs it transposed.",
+             r"self must be a matrix|must be a matrix|2D":
+             "x may have extra leading dimensions (..., in_features): @ (torch.matmul) handles them, "
+             "torch.mm does not."}
+    lin = nn.Linear(3, 2)
+    weight, bias = lin.weight.detach(), lin.bias.detach()
+    for shape in [(4, 3), (2, 5, 3)]:
+        inputs = torch.randn(*shape)
+        checks.check_tensor(checks.call(linear_forward, inputs, weight, bias, hints=hints), lin(inputs).detach(),
+                            f"linear_forward(x {shape}, weight (2, 3), bias (2,))",
+                            hints={"values": "every output row is off by the same amounts: is the bias added?"})

@@ -6,12 +6,15 @@ two modules (a tied weight) is credited to the first one in ``named_modules()`` 
 and reported as *shared* on the others, so the rows add up to exactly what
 ``model.parameters()`` and ``model.buffers()`` yield.
 
-The ``check_*`` helpers keep the lesson's visible test cells short. They test what the
-exercises' specs mean (behaviour), not one way of writing them, and each failure names
+The ``check_*`` helpers keep the lesson's visible test cells short: no expected value stands in a
+test cell. They test what the exercises' specs mean (behaviour), not one way of writing them, and each failure names
 the misconception it points at.
 """
 from __future__ import annotations
 
+import io
+import pdb
+import re
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -23,7 +26,8 @@ from autograder.kernel import checks
 
 __all__ = ["ModuleRow", "module_rows", "subtree_totals", "module_tree", "plot_module_counts",
            "tied_model", "linear_layers", "fill_linear_layers", "check_linear_layers", "check_logits",
-           "check_dropout", "check_buffers", "check_running_call", "check_update_not_recorded"]
+           "check_dropout", "check_buffers", "check_running_call", "check_update_not_recorded",
+           "check_count_answers", "check_running_mean_answers", "ScriptedDebugger"]
 
 
 @dataclass(frozen=True)
@@ -308,3 +312,71 @@ def check_update_not_recorded(module: nn.Module, x: torch.Tensor) -> None:
              "update it under torch.no_grad() (or from x.detach()).")
     checks.expect(isinstance(out, torch.Tensor) and out.requires_grad,
                   "the output x - mean should stay differentiable with respect to x: compute it outside no_grad().")
+
+
+# ---------------------------------------------------------------- the visible checks, whole
+
+def check_count_answers(count_parameters) -> None:
+    """The visible checks of ``count_parameters`` (the test cell seeds first): the expected counts live here."""
+    net = nn.Sequential(nn.Linear(3, 16), nn.ReLU(), nn.Linear(16, 2))
+    checks.check_number(checks.call(count_parameters, net), 98, "count_parameters(Linear(3,16)-ReLU-Linear(16,2))",
+                        kind=int, hint="count elements (each parameter's number of entries), not parameter tensors.")
+    net[0].requires_grad_(False)
+    checks.check_number(checks.call(count_parameters, net, trainable_only=True), 34,
+                        "count_parameters(first layer frozen, trainable_only=True)", kind=int,
+                        hint="frozen parameters (requires_grad=False) were counted: with trainable_only=True "
+                             "skip them, training will not change them.")
+    checks.check_number(checks.call(count_parameters, net, trainable_only=False), 98,
+                        "count_parameters(first layer frozen, trainable_only=False)", kind=int,
+                        hint="with trainable_only=False every parameter counts, frozen or not.")
+    checks.check_number(checks.call(count_parameters, tied_model(10, 4)), 50,
+                        "count_parameters(Embedding(10, 4) whose weight is tied to Linear(4, 10))", kind=int,
+                        hint="the tied weight (one Parameter registered on two modules) was counted twice: "
+                             "counting module by module, or the entries of state_dict(), meets it under both "
+                             "names.")
+    checks.check_number(checks.call(count_parameters, nn.Sequential(nn.Linear(5, 8), nn.BatchNorm1d(8))), 64,
+                        "count_parameters(Linear(5,8)-BatchNorm1d(8))", kind=int,
+                        hint="buffers (BatchNorm's running_mean, running_var, num_batches_tracked) were counted: "
+                             "they are in state_dict() but they are not parameters.")
+
+
+def check_running_mean_answers(running_mean_class) -> None:
+    """The visible checks of ``RunningMean`` (the test cell seeds first)."""
+    rm = checks.call(running_mean_class, 3)
+    check_buffers(rm, {"mean": torch.zeros(3), "count": torch.tensor(0)}, "RunningMean(3)")
+    first, second = torch.randn(4, 3), torch.randn(6, 3) + 2.0
+    rm.train()
+    check_running_call(rm, first, seen=[first])
+    check_running_call(rm, second, seen=[first, second])
+    rm.eval()
+    check_running_call(rm, torch.randn(5, 3) + 10.0, seen=[first, second])
+    check_update_not_recorded(checks.call(running_mean_class, 3), torch.randn(2, 3, requires_grad=True))
+
+
+# ---------------------------------------------------------------- a debugger inside forward, scripted
+
+class ScriptedDebugger(pdb.Pdb):
+    """pdb reading its commands from a list instead of the keyboard, keeping what it answered.
+
+    Lesson 02 stops it inside a ``forward`` (``debugger.set_trace()``, where your own code writes
+    ``breakpoint()``) to show that define-by-run code can be debugged like any Python.
+    """
+
+    def __init__(self, commands: list[str]):
+        self._answers = io.StringIO()
+        super().__init__(stdin=io.StringIO("".join(f"{c}\n" for c in commands)), stdout=self._answers)
+        self.use_rawinput = False
+        self.given = list(commands)
+
+    def transcript(self) -> str:
+        """Where it stopped (the function, not the file, which differs between machines), then each command
+        with its answer, after the prompt it showed (``ipdb>`` in a Jupyter kernel, ``(Pdb)`` elsewhere)."""
+        text = re.sub(r"\x1b\[[0-9;]*m", "", self._answers.getvalue())
+        where, *rest = re.split(r"(\(Pdb\) |ipdb> )", text)
+        found = re.search(r"\(\d+\)(\w+)\(\)", where)
+        lines = [f"stopped in {found.group(1) if found else '?'}()"]
+        for command, prompt, answer in zip(self.given, rest[0::2], rest[1::2]):
+            lines.append(f"{prompt}{command}")
+            if answer.strip():
+                lines.append(answer.rstrip("\n"))
+        return "\n".join(lines)

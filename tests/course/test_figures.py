@@ -56,19 +56,26 @@ def _spiral_model():
 HELPERS = {
     "explorers.plot_memory_order": lambda m: m.plot_memory_order(torch.arange(12).reshape(3, 4)),
     "explorers._draw_layout": lambda m: m._draw_layout((2, 3, 4), (0, 2, 1)),
+    "explorers.plot_broadcast": lambda m: m.plot_broadcast((4, 1), (3,)),
     "modules_view.plot_module_counts": lambda m: m.plot_module_counts(
         nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.ReLU(), nn.Linear(4, 2))),
     "data.plot_digit_grid": lambda m: m.plot_digit_grid(np.random.default_rng(0).random((6, 8, 8)), [1, 2, 3, 4, 5, 6]),
     "data._draw_batch": lambda m: m._batch_figure(   # the figure _draw_batch renders as PNG for the batch pager
         (torch.rand(6, 1, 8, 8), torch.arange(6)), 8, "epoch 1, batch 0"),
+    "data.plot_worker_timings": lambda m: m.plot_worker_timings(
+        {("in memory", 0): 0.02, ("in memory", 2): 0.3, ("decoding", 0): 0.7, ("decoding", 2): 0.5}),
     "spirals.plot_decision_boundary": lambda m: m.plot_decision_boundary(
         _spiral_model(), torch.randn(20, 2), torch.randint(0, 2, (20,)), resolution=20),
     "spirals.plot_history": lambda m: m.plot_history(_history()),
+    "spirals.plot_saliency": lambda m: m.plot_saliency(
+        _spiral_model(), torch.randn(20, 2), torch.randint(0, 2, (20,)), torch.randn(20, 2), resolution=20),
     "checkpoints.plot_val_curves": lambda m: m.plot_val_curves(
         {"a": _history(), "b": _history()}, resume_epoch=3, zoom=(2, 4)),
     "repro.plot_seed_spread": lambda m: m.plot_seed_spread({"recipe": {0: 0.9, 1: 0.8, 2: 0.85}}),
+    "repro.plot_random_tape": lambda m: m.plot_random_tape({"run": m.random_tape(4, decoupled=True)}),
     "amp.plot_format_ranges": lambda m: m.plot_format_ranges(_ax()),
     "amp.plot_gradient_magnitudes": lambda m: m.plot_gradient_magnitudes(torch.randn(200) * 1e-6, 2.0 ** 16, _ax()),
+    "amp.plot_scale_history": lambda m: m.plot_scale_history(*m.scale_history(6, {3}), _ax(), init_scale=2.0 ** 10),
     "debugging.plot_loss_curves": lambda m: m.plot_loss_curves({"lr 0.1": [2.0, 1.5, 1.0]}, title="a title"),
 }
 DRAWING_HELPER = re.compile(r"^(plot_\w+|_draw_\w+)$")

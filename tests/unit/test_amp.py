@@ -22,7 +22,7 @@ except ImportError:  # the GPU runner may have no pytest: see __main__ below
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from autograder.kernel import amp  # noqa: E402
+from autograder.kernel import amp, checks  # noqa: E402
 
 CUDA = torch.cuda.is_available()
 needs_cuda = (pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU") if pytest is not None else (lambda fn: fn))
@@ -174,6 +174,103 @@ def test_figures_have_titles_and_labelled_axes():
     assert axes[1].get_ylabel()
     assert [t.get_text() for t in axes[0].get_yticklabels()] == ["float16", "bfloat16", "float32"]
     plt.close(fig)
+
+
+def test_scale_history_halves_at_each_overflow_and_grows_back():
+    scales, skipped = amp.scale_history(16, {4, 5, 11}, init_scale=2.0 ** 10, growth_interval=3)
+    assert [int(s) for s in scales] == [1024, 1024, 2048, 1024, 512, 512, 512, 1024, 1024, 1024, 512, 512, 512,
+                                        1024, 1024, 1024]
+    assert [k for k, s in enumerate(skipped, 1) if s] == [4, 5, 11]
+
+
+def test_plot_scale_history_marks_the_skipped_steps():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    amp.plot_scale_history([1024.0, 512.0, 1024.0], [False, True, False], ax, init_scale=1024.0)
+    assert ax.get_title() and ax.get_xlabel() and ax.get_ylabel()
+    assert ax.get_yscale() == "log"
+    crosses = [line for line in ax.get_lines() if line.get_marker() == "x"]
+    assert len(crosses) == 1 and list(crosses[0].get_xdata()) == [2]
+    plt.close(fig)
+
+
+def _amp_step(model, xb, yb, loss_fn, optimizer, scaler, device_type, dtype):
+    optimizer.zero_grad()
+    with torch.autocast(device_type=device_type, dtype=dtype):
+        loss = loss_fn(model(xb), yb)
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+    return loss.item()
+
+
+def test_visible_checks_pass_a_right_step_and_name_the_wrong_ones():
+    amp.check_amp_train_step(_amp_step)
+
+    def direct_step(model, xb, yb, loss_fn, optimizer, scaler, device_type, dtype):
+        optimizer.zero_grad()
+        with torch.autocast(device_type=device_type, dtype=dtype):
+            loss = loss_fn(model(xb), yb)
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+        optimizer.step()
+        scaler.update()
+        return loss.item()
+
+    with pytest.raises(checks.CheckFailed, match="gradients were inf"):
+        amp.check_amp_train_step(direct_step)
+
+    def clipped_step(model, xb, yb, loss_fn, optimizer, scaler, device_type, dtype):
+        optimizer.zero_grad()
+        with torch.autocast(device_type=device_type, dtype=dtype):
+            loss = loss_fn(model(xb), yb)
+        scaler.scale(loss).backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        scaler.step(optimizer)
+        scaler.update()
+        return loss.item()
+
+    with pytest.raises(checks.CheckFailed, match="still multiplied by the scale"):
+        amp.check_amp_train_step(clipped_step)
+
+    def stale_step(model, xb, yb, loss_fn, optimizer, scaler, device_type, dtype):
+        with torch.autocast(device_type=device_type, dtype=dtype):
+            loss = loss_fn(model(xb), yb)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        return loss.item()
+
+    with pytest.raises(checks.CheckFailed, match="gradients left in .grad before the call"):
+        amp.check_amp_train_step(stale_step)
+
+
+def test_visible_checks_of_the_other_exercises_pass_right_answers():
+    def dtypes(model, x, device_type, dtype):
+        found, handles = {}, []
+        for name, module in model.named_modules():
+            if name:
+                def record(mod, inp, out, name=name):
+                    if torch.is_tensor(out):
+                        found[name] = out.dtype
+                handles.append(module.register_forward_hook(record))
+        try:
+            with torch.autocast(device_type=device_type, dtype=dtype):
+                model(x)
+        finally:
+            for handle in handles:
+                handle.remove()
+        return found
+
+    amp.check_autocast_output_dtypes(dtypes)
+    amp.check_param_memory_bytes(lambda model, dtype: sum(p.numel() for p in model.parameters()) * dtype.itemsize)
+    with pytest.raises(checks.CheckFailed, match="tied weight was counted twice"):
+        amp.check_param_memory_bytes(lambda model, dtype: sum(
+            p.numel() for m in model.modules() for p in m.parameters(recurse=False)) * dtype.itemsize)
 
 
 def test_seconds_per_step_runs_warmup_then_timed_steps():

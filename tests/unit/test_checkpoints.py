@@ -102,3 +102,42 @@ def test_plot_val_curves_labels_both_panels():
         plot_val_curves({})
     import matplotlib.pyplot as plt
     plt.close("all")
+
+
+# ---------------------------------------------------------------- the visible checks of the exercises
+
+def test_visible_checks_pass_right_answers_and_catch_a_missing_generator_state(tmp_path):
+    from autograder.kernel import checkpoints
+    from autograder.kernel.checks import CheckFailed
+
+    def save(path, model, optimizer, epoch, **extra):
+        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch,
+                    "rng_state": torch.get_rng_state(), **extra}, path)
+
+    def load(path, model, optimizer):
+        found = torch.load(path, map_location="cpu", weights_only=True)
+        model.load_state_dict(found["model"])
+        optimizer.load_state_dict(found["optimizer"])
+        torch.set_rng_state(found["rng_state"])
+        return int(found["epoch"])
+
+    def compatible(model, state_dict):
+        expected = model.state_dict()
+        problems = [f"missing key: {key}" for key in expected if key not in state_dict]
+        problems += [f"unexpected key: {key}" for key in state_dict if key not in expected]
+        problems += [f"shape mismatch: {key}" for key, value in state_dict.items()
+                     if key in expected and value.shape != expected[key].shape]
+        return problems
+
+    checkpoints.check_save_checkpoint(save)
+    checkpoints.check_load_checkpoint(load)
+    checkpoints.check_compatibility_report(compatible)
+
+    def load_without_generator(path, model, optimizer):
+        found = torch.load(path, map_location="cpu", weights_only=True)
+        model.load_state_dict(found["model"])
+        optimizer.load_state_dict(found["optimizer"])
+        return int(found["epoch"])
+
+    with pytest.raises(CheckFailed, match="global random generator was not restored"):
+        checkpoints.check_load_checkpoint(load_without_generator)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib.util
+import operator
 import random
 
 import numpy as np
@@ -319,3 +320,139 @@ def test_check_spiral_items():
         data.check_spiral_items(_Spirals(same_noise=True), 400, [0, 5])
     with pytest.raises(checks.CheckFailed, match="more than 6 noise standard deviations"):
         data.check_spiral_items(_Spirals(n=50), 400, [40])
+
+
+def test_check_spiral_dataset_accepts_numpy_and_tensor_indices():
+    class Converting(_Spirals):
+        def __getitem__(self, i):
+            return super().__getitem__(operator.index(i))
+
+    data.check_spiral_dataset(Converting, 400, 0, [0, 5, 400, 799])
+
+
+def test_check_spiral_dataset_names_an_index_that_cannot_seed_a_generator():
+    class AsGiven(_Spirals):
+        def __getitem__(self, i):
+            if isinstance(i, int):
+                return super().__getitem__(i)
+            torch.Generator().manual_seed(i)     # what the spec's own formula does with the index it was given
+
+    with pytest.raises(checks.CheckFailed) as info:
+        data.check_spiral_dataset(AsGiven, 400, 0, [0, 5, 400, 799])
+    text = str(info.value)
+    assert text.startswith("SpiralDataset(400)[np.int64(5)]: raised TypeError") and "operator.index" in text
+
+
+def test_check_spiral_dataset_wants_the_same_item_for_an_equal_index():
+    class Shifted(_Spirals):
+        def __getitem__(self, i):
+            return super().__getitem__(int(i) + (0 if isinstance(i, int) else 1))
+
+    with pytest.raises(checks.CheckFailed, match=r"np.int64\(5\)\] is not the item"):
+        data.check_spiral_dataset(Shifted, 400, 0, [0, 5, 400, 799])
+
+
+def test_check_spiral_dataset_notices_the_global_generator():
+    class Reseeding(_Spirals):
+        def __getitem__(self, i):
+            torch.manual_seed(i)
+            return super().__getitem__(i)
+
+    with pytest.raises(checks.CheckFailed, match="changed torch's global random generator"):
+        data.check_spiral_dataset(Reseeding, 400, 0, [0, 5])
+
+
+def _loaders(train_shuffle=True, val_shuffle=False, generator=None, drop_last=False):
+    def make_loaders(train_ds, val_ds, batch_size):
+        return (DataLoader(train_ds, batch_size=batch_size, shuffle=train_shuffle, generator=generator,
+                           drop_last=drop_last),
+                DataLoader(val_ds, batch_size=batch_size, shuffle=val_shuffle))
+    return make_loaders
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"train_shuffle": False}, "training loader returns the examples in dataset order"),
+    ({"val_shuffle": True}, "validation loader does not return the examples in dataset order"),
+    ({"drop_last": True}, "expected each of the 100 exactly once"),
+    ({"generator": torch.Generator().manual_seed(0)}, "no generator= of your own"),
+])
+def test_check_make_loaders(kwargs, message):
+    data.check_make_loaders(_loaders())
+    with pytest.raises(checks.CheckFailed, match=message):
+        data.check_make_loaders(_loaders(**kwargs))
+
+
+def _modulo_2_31(worker_id):
+    seed = torch.initial_seed() % 2**31
+    np.random.seed(seed)
+    random.seed(seed)
+
+
+def _numpy_only(worker_id):
+    np.random.seed(torch.initial_seed() % 2**32)
+
+
+def _unreduced(worker_id):
+    np.random.seed(torch.initial_seed())
+
+
+@pytest.mark.parametrize("rule", [_rule, _rule_from_worker_info])
+def test_check_seed_worker_accepts_the_rule(rule):
+    state = np.random.get_state(), random.getstate(), torch.get_rng_state()
+    data.check_seed_worker(rule)
+    after = np.random.get_state(), random.getstate(), torch.get_rng_state()
+    assert np.array_equal(state[0][1], after[0][1]) and state[1] == after[1] and torch.equal(state[2], after[2])
+
+
+@pytest.mark.parametrize("rule,message", [
+    (data.constant_seeds, "both workers drew the same numbers from NumPy's global generator"),
+    (_numpy_only, "both workers drew the same numbers from Python's random module"),
+    (lambda worker_id: (np.random.seed(worker_id), random.seed(worker_id)), "loaders seeded 0 and 1 gave"),
+    (_modulo_2_31, r"seeding it with 1101659111431 % 2\*\*32"),
+    (_unreduced, r"only accepts seeds below 2\*\*32"),
+])
+def test_check_seed_worker_names_the_mistake(rule, message):
+    with pytest.raises(checks.CheckFailed, match=message):
+        data.check_seed_worker(rule)
+
+
+def test_simulated_worker_streams_start_from_what_before_left():
+    spoiled = data.simulated_worker_streams(None, seed=0, before=data.constant_seeds)
+    assert spoiled[0] == spoiled[1]
+    own = data.simulated_worker_streams(None, seed=0)
+    assert own[0][0] != own[1][0] and own[0][1] != own[1][1]
+    assert own[0][0] == data.simulated_worker_draws(None, seed=0, length=6)[0][:3]
+    repaired = data.simulated_worker_streams(_rule, seed=0, before=data.constant_seeds)
+    assert repaired == data.simulated_worker_streams(_rule, seed=0) and repaired[0] != repaired[1]
+
+
+def test_plot_worker_timings_draws_one_panel_per_dataset():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    timings = {("in memory", 0): 0.02, ("in memory", 2): 0.3, ("decoding", 0): 0.8, ("decoding", 2): 0.5}
+    fig = data.plot_worker_timings(timings, title="t")
+    left, right = fig.axes
+    assert [ax.get_title() for ax in fig.axes] == ["in memory", "decoding"] and fig._suptitle.get_text() == "t"
+    assert [t.get_text() for t in left.get_xticklabels()] == ["0 workers", "2 workers"]
+    assert [round(p.get_height(), 3) for p in right.patches] == [0.8, 0.5]
+    assert [t.get_text() for t in left.texts] == ["×15.00"] and [t.get_text() for t in right.texts] == ["×0.62"]
+    assert left.get_ylabel() == right.get_ylabel() == "seconds per epoch"
+    plt.close(fig)
+    with pytest.raises(ValueError, match="no timings"):
+        data.plot_worker_timings({})
+
+
+def test_the_lesson_never_lets_nbval_compare_the_timings():
+    """Timings change on every run: every cell of lesson 03 that measures or draws them is left out of nbval's
+    comparison (its outputs, figure included, are not compared)."""
+    import nbformat
+
+    nb = nbformat.read(course.solution_path("03_data_loading"), as_version=4)
+    timed = [c for c in nb.cells if c.cell_type == "code"
+             and ("plot_worker_timings(" in c.source or "perf_counter" in c.source)
+             and "def seconds_per_epoch" not in c.source]
+    assert len(timed) >= 2
+    for cell in timed:
+        assert "nbval-ignore-output" in cell.metadata.get("tags", []), cell.get("id")

@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from autograder.kernel import debugging
+from autograder.kernel import checks, debugging
 
 
 def test_make_pinwheel_shapes_dtypes_and_balance():
@@ -93,3 +93,92 @@ def test_plot_loss_curves_labels_everything():
     plt.close(fig)
     with pytest.raises(ValueError):
         debugging.plot_loss_curves({}, title="empty")
+
+
+# ---------------------------------------------------------------- the visible checks of the four exercises
+
+def _initial_loss_check(model, batch, num_classes, tol):
+    xb, yb = batch
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            loss = nn.functional.cross_entropy(model(xb), yb).item()
+    finally:
+        model.train(was_training)
+    return abs(loss - math.log(num_classes)) <= tol
+
+
+def _overfit_one_batch(model, batch, loss_fn, steps, lr, *, clear=True):
+    xb, yb = batch
+    model.train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    for _ in range(steps):
+        if clear:
+            optimizer.zero_grad()
+        loss = loss_fn(model(xb), yb)
+        loss.backward()
+        optimizer.step()
+    return loss.item()
+
+
+def _find_nan_source(fn):
+    import re
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            with torch.autograd.detect_anomaly():
+                fn().backward()
+        except RuntimeError as err:
+            found = re.search(r"Function '(\w+)' returned nan values", str(err))
+            if found is None:
+                raise
+            return found.group(1)
+    return ""
+
+
+def test_exercise_checks_pass_correct_answers():
+    debugging.check_initial_loss_check(_initial_loss_check)
+    debugging.check_overfit_one_batch(_overfit_one_batch)
+    debugging.check_grad_norm(
+        lambda model: nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None]).item())
+    debugging.check_find_nan_source(_find_nan_source)
+    assert not torch.is_anomaly_enabled()
+
+
+def test_initial_loss_check_check_names_a_one_sided_comparison():
+    def one_sided(model, batch, num_classes, tol):
+        xb, yb = batch
+        was_training = model.training
+        model.eval()
+        with torch.no_grad():
+            loss = nn.functional.cross_entropy(model(xb), yb).item()
+        model.train(was_training)
+        return loss - math.log(num_classes) <= tol
+
+    with pytest.raises(checks.CheckFailed, match="both directions"):
+        debugging.check_initial_loss_check(one_sided)
+
+
+def test_overfit_check_computes_its_reference_and_names_missing_zero_grad():
+    """The expected loss comes from the helper's own run on a copy: the model it hands over is not touched by it."""
+    with pytest.raises(checks.CheckFailed, match="never cleared"):
+        debugging.check_overfit_one_batch(lambda *args: _overfit_one_batch(*args, clear=False))
+
+
+def test_grad_norm_check_catches_clip_grad_norm_with_inf_max_norm():
+    """clip_grad_norm_(..., inf) returns the right norm but multiplies every gradient by inf / inf = NaN."""
+    with pytest.raises(checks.CheckFailed, match="NaN"):
+        debugging.check_grad_norm(lambda model: nn.utils.clip_grad_norm_(model.parameters(), math.inf).item())
+    with pytest.raises(checks.CheckFailed, match="changed the gradients"):
+        debugging.check_grad_norm(lambda model: nn.utils.clip_grad_norm_(model.parameters(), 1.0).item())
+
+
+def test_find_nan_source_check_names_the_forward_operation_mistake():
+    def forward_name(fn):
+        found = _find_nan_source(fn)
+        return found.replace("Backward0", "").lower()
+
+    with pytest.raises(checks.CheckFailed, match="forward operation"):
+        debugging.check_find_nan_source(forward_name)

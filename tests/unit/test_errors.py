@@ -110,3 +110,59 @@ def test_print_gallery_and_widget_show_the_first_entry(capsys):
     assert "mat1 and mat2 shapes cannot be multiplied (4x8 and 10x3)" in panel.outputs[0]["text"]
     dropdown.value = 6
     assert len(panel.outputs) == 1 and "expected target dtype to be Long" in panel.outputs[0]["text"]
+
+
+# ---------------------------------------------------------------- the visible checks of the exercises
+
+def _classify(exc):
+    message = str(exc).lower()
+    for family, words in [("inplace", ("inplace", "in-place")), ("device", ("device",)),
+                          ("dtype", ("dtype", "scalar type")), ("other", ("out of bounds", "out of range")),
+                          ("shape", ("shape", "size", "dimension"))]:
+        if any(word in message for word in words):
+            return family
+    return "other"
+
+
+def test_visible_checks_pass_right_answers():
+    def checked_mse(pred, target):
+        if pred.shape != target.shape:
+            raise ValueError(f"{tuple(pred.shape)} against {tuple(target.shape)}")
+        return F.mse_loss(pred, target)
+
+    def move_batch(batch, device):
+        if isinstance(batch, torch.Tensor):
+            return batch.to(device)
+        if isinstance(batch, dict):
+            return {key: move_batch(value, device) for key, value in batch.items()}
+        if isinstance(batch, (list, tuple)):
+            return type(batch)(move_batch(item, device) for item in batch)
+        return batch
+
+    def inplace(x, w):
+        h = x @ w
+        h.tanh_()
+        h.mul_(x.sigmoid())
+        h.add_(x)
+        return h
+
+    errors.check_checked_mse(checked_mse)
+    errors.check_move_batch(move_batch)
+    errors.check_gated_residual(lambda x, w: x + torch.tanh(x @ w) * torch.sigmoid(x), reference=inplace)
+    errors.check_classify_error(_classify)
+
+
+def test_an_index_out_of_range_is_other_even_with_a_dimension_and_a_size():
+    from autograder.kernel.checks import CheckFailed
+
+    def by_words(exc):
+        message = str(exc).lower()
+        for family, words in [("inplace", ("inplace", "in-place")), ("device", ("device",)),
+                              ("dtype", ("dtype", "scalar type")), ("shape", ("shape", "size", "dimension"))]:
+            if any(word in message for word in words):
+                return family
+        return "other"
+
+    assert _classify(errors.caught(lambda: torch.arange(3)[5])) == "other"
+    with pytest.raises(CheckFailed, match="index 5 of a 3-element tensor"):
+        errors.check_classify_error(by_words)

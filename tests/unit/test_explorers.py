@@ -1,4 +1,4 @@
-"""Lesson 01's package code: the stride explorer's facts and pictures, and its test-cell helper."""
+"""Lesson 01's package code: the stride explorer, the memory-order and broadcasting pictures, the checks."""
 import matplotlib
 
 matplotlib.use("Agg")
@@ -7,6 +7,7 @@ import io  # noqa: E402
 from unittest import mock  # noqa: E402
 
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 from PIL import Image  # noqa: E402
@@ -112,3 +113,70 @@ def test_expect_answer_accepts_the_exact_value_and_explains_others():
 
     with pytest.raises(CheckFailed, match="not implemented yet"):
         explorers.expect_answer(stub, (1, 2), True, "stub(1, 2)")
+
+
+# ---------------------------------------------------------------- broadcasting, drawn
+
+@pytest.mark.parametrize("a, b", [((4, 1), (3,)), ((4, 3), (4,)), ((2, 1, 3), (5, 1)), ((3,), (3,)), ((8,), (8, 1)),
+                                  ((), (2, 3)), ((2, 3), (3, 2))])
+def test_broadcast_report_agrees_with_torch(a, b):
+    report = explorers.broadcast_report(a, b)
+    try:
+        expected = tuple(torch.broadcast_shapes(a, b))
+    except RuntimeError:
+        expected = None
+    assert report["result"] == expected
+    assert bool(report["clash"]) == (expected is None)
+    assert len(report["a"]) == len(report["b"]) == max(len(a), len(b))
+
+
+def test_broadcast_report_names_what_stretches():
+    report = explorers.broadcast_report((4, 1), (3,))
+    assert report["b"] == (1, 3) and report["padded_b"] == 1 and report["padded_a"] == 0
+    assert report["stretched_a"] == [1] and report["stretched_b"] == [0] and report["clash"] == []
+    assert explorers.broadcast_report((4, 3), (4,))["clash"] == [1]
+
+
+def test_plot_broadcast_draws_both_operands_the_result_and_a_title():
+    ax = explorers.plot_broadcast((4, 1), (3,))
+    texts = [t.get_text() for t in ax.texts]
+    assert texts == ["4", "1→3", "1→4", "3", "4", "3"]   # a's row, b's row (its missing 1 stretched), the sum
+    assert ax.get_title() == "(4, 1) + (3,) → (4, 3)"
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["a (4, 1)", "b (3,)", "a + b"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["-2", "-1"]
+    assert ax.get_xlabel() and ax.get_ylabel()
+    failing = explorers.plot_broadcast((4, 3), (4,), title="no fit")
+    assert failing.get_title() == "no fit" and "✗" in [t.get_text() for t in failing.texts]
+    assert explorers.plot_broadcast((4, 3), (4,)).get_title() == "(4, 3) + (4,) → error at dimension -1"
+
+
+# ---------------------------------------------------------------- the visible checks of the exercises
+
+def test_check_new_object_accepts_fresh_results_and_explains_a_kept_one():
+    explorers.check_new_object(lambda t: t.detach().clone(), (torch.ones(2),), "copy(t)")
+    explorers.check_new_object(lambda: [], (), "fresh()")
+    kept = torch.zeros(3)
+    with pytest.raises(CheckFailed, match=r"kept\(\): two calls returned the same object\nLikely mistake"):
+        explorers.check_new_object(lambda: kept, (), "kept()")
+    with pytest.raises(CheckFailed, match="the same storage"):
+        explorers.check_new_object(lambda: kept[1:], (), "window()")
+
+
+def test_visible_checks_pass_the_solutions_and_fail_a_wrong_answer():
+    torch.manual_seed(0)
+    explorers.check_shares_storage_answers(
+        lambda a, b: a.untyped_storage().nbytes() > 0 and b.untyped_storage().nbytes() > 0
+        and a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr())
+    explorers.check_flatten_answers(lambda x: x.reshape(x.shape[0], -1))
+    explorers.check_copy_answers(lambda t: t.detach().clone())
+    explorers.check_label_answers(lambda arr: torch.as_tensor(arr).long(), np.random.default_rng(0))
+    explorers.check_linear_answers(lambda x, w, b: x @ w.T + b)
+    with pytest.raises(CheckFailed, match="is the bias added"):
+        explorers.check_linear_answers(lambda x, w, b: x @ w.T)
+    with pytest.raises(CheckFailed, match="returned False, expected True"):
+        explorers.check_shares_storage_answers(lambda a, b: a.data_ptr() == b.data_ptr())
+
+
+def test_plot_broadcast_keys_its_shading_unless_told_not_to():
+    assert explorers.plot_broadcast((4, 1), (3,)).get_legend() is not None
+    assert explorers.plot_broadcast((4, 1), (3,), legend=False).get_legend() is None

@@ -1,10 +1,10 @@
 """A failed hidden check shows its hint in graded feedback, and a hint carries nothing of the test.
 
 The judge takes a hint from the reference observations (recorded from the solution by ``make release``), never
-from what a student's kernel sent. What makes that safe is checked here for every lesson: each hint the
-reference holds is a string literal of its test cell's hidden code (so no input, seed-drawn value or expected
-value can have been formatted into it), it names no label of its cell (a label describes the hidden inputs),
-and it spells out none of the reference's expected numbers.
+from what a student's kernel sent. Every hidden check of every lesson has one, and what makes showing it safe
+is checked here: each hint the reference holds is a string literal of its test cell's hidden code (so no
+input, seed-drawn value or expected value can have been formatted into it), it names no label of its cell (a
+label describes the hidden inputs), and it spells out none of the reference's expected numbers.
 """
 from __future__ import annotations
 
@@ -66,17 +66,16 @@ def cells_with_hints(lesson: str):
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
-def test_every_hint_is_a_literal_of_the_hidden_code_and_carries_no_value(lesson):
+def test_every_hidden_check_has_a_hint_that_is_a_literal_of_the_hidden_code_and_carries_no_value(lesson):
     hints = 0
     for grade_id, source, entries in cells_with_hints(lesson):
         literals = hidden_literals(source)
         labels = [entry["label"] for entry in entries]
         for entry in entries:
             hint = entry.get("hint")
-            if not hint:
-                continue
-            hints += 1
             where = f"{lesson} {grade_id} '{entry['label']}'"
+            assert hint, f"{where}: a hidden check without a hint (feedback would say only which check failed)"
+            hints += 1
             assert hint in literals, (f"{where}: its hint is not a string literal of the hidden code (formatted or "
                                       f"computed, it could carry the test's inputs): {hint!r}")
             named = [label for label in labels if len(label) > 6 and label in hint]

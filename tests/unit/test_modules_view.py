@@ -277,3 +277,41 @@ def test_a_non_persistent_buffer_is_named():
     module.register_buffer("count", torch.tensor(0), persistent=False)
     with pytest.raises(CheckFailed, match="missing from state_dict"):
         mv.check_buffers(module, {"mean": torch.zeros(3), "count": torch.tensor(0)}, "RunningMean(3)")
+
+
+def test_whole_running_mean_check_passes_a_correct_module_and_names_a_pitfall():
+    torch.manual_seed(0)
+    mv.check_running_mean_answers(Running)
+    with pytest.raises(CheckFailed, match="changed in eval mode"):
+        mv.check_running_mean_answers(lambda n: Running(n, always=True))
+
+
+def _count(model, trainable_only=True):
+    return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
+
+
+@pytest.mark.parametrize("wrong, message", [
+    (lambda model, trainable_only=True: len(list(model.parameters())), "not parameter tensors"),
+    (lambda model, trainable_only=True: _count(model, False), "frozen parameters"),
+    (lambda model, trainable_only=True: sum(p.numel() for m in model.modules() for p in m.parameters(recurse=False)
+                                            if p.requires_grad or not trainable_only), "counted twice"),
+    (lambda model, trainable_only=True: _count(model, trainable_only) + sum(b.numel() for b in model.buffers()),
+     "buffers"),
+    (lambda model, trainable_only=True: torch.tensor(_count(model, trainable_only)), "Python int"),
+], ids=["tensors", "frozen", "tied-twice", "buffers", "tensor"])
+def test_count_check_passes_a_correct_answer_and_names_each_pitfall(wrong, message):
+    mv.check_count_answers(_count)
+    with pytest.raises(CheckFailed, match=message):
+        mv.check_count_answers(wrong)
+
+
+def test_scripted_debugger_stops_inside_a_function_and_answers_each_command():
+    def forward(x):
+        h = x * 2
+        debugger.set_trace()
+        return h + 1
+
+    debugger = mv.ScriptedDebugger(["p h", "p type(h).__name__", "c"])
+    assert forward(torch.tensor(3)) == 7
+    assert debugger.transcript() == ("stopped in forward()\n(Pdb) p h\ntensor(6)\n"
+                                     "(Pdb) p type(h).__name__\n'Tensor'\n(Pdb) c")

@@ -1,14 +1,19 @@
-"""The worker-RNG dataset and the seed-spread figure of lesson 07."""
+"""Lesson 07's kernel helpers: the worker-RNG and jitter datasets, the random tape and seed-spread figures, and
+the visible checks of its exercises (messages included)."""
 import matplotlib
 
 matplotlib.use("Agg")
 
+import functools
+import random
+
 import matplotlib.pyplot as plt
+import numpy as np
 import pytest
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, RandomSampler
 
-from autograder.kernel import repro
+from autograder.kernel import checks, repro
 
 
 def test_worker_draws_in_the_main_process_use_the_global_generator():
@@ -66,3 +71,179 @@ def test_plot_seed_spread_draws_points_mean_and_range():
 def test_plot_seed_spread_needs_results():
     with pytest.raises(ValueError):
         repro.plot_seed_spread({})
+
+
+def test_worker_draws_from_numpy_use_numpy_s_global_generator():
+    ds = repro.WorkerDraws(3, "numpy")
+    np.random.seed(5)
+    _, worker, draw = ds[1]
+    np.random.seed(5)
+    assert worker == -1 and float(draw) == np.random.random()
+    with pytest.raises(ValueError):
+        repro.WorkerDraws(3, "random")
+
+
+def test_jitter_dataset_draws_from_numpy_and_random():
+    X, y = torch.zeros(4, 3), torch.tensor([0, 1, 0, 1])
+    ds = repro.JitterDataset(X, y)
+    assert len(ds) == 4
+
+    def item():
+        np.random.seed(1)
+        random.seed(1)
+        return ds[2]
+
+    first, second = item(), item()
+    assert first[0] == 2 and first[1].dtype == torch.float32 and first[1].shape == (3,) and int(first[2]) == 0
+    assert torch.equal(first[1], second[1]) and not torch.equal(first[1], X[2])
+    np.random.seed(1)
+    random.seed(2)
+    assert not torch.equal(ds[2][1], first[1])   # the strength comes from `random`
+    with pytest.raises(ValueError):
+        repro.JitterDataset(X, y[:3])
+
+
+@pytest.mark.parametrize("width", [4, 64])
+def test_random_tape_initialization_takes_what_the_model_draws(width):
+    """The tape's counts are real: skipping as many values as the initialization takes gives the same shuffle."""
+    tape = repro.random_tape(width, decoupled=False, n_items=48)
+    init = tape[0]["count"]
+    torch.manual_seed(0)
+    torch.nn.Sequential(torch.nn.Linear(4, width), torch.nn.ReLU(), torch.nn.Dropout(0.2), torch.nn.Linear(width, 2))
+    after_model = next(iter(DataLoader(torch.arange(48), batch_size=16, shuffle=True))).tolist()
+    torch.manual_seed(0)
+    torch.empty(init).uniform_()
+    after_skip = next(iter(DataLoader(torch.arange(48), batch_size=16, shuffle=True))).tolist()
+    assert after_model == after_skip
+
+
+def test_random_tape_puts_the_shuffles_on_the_loader_stream_when_decoupled():
+    coupled = repro.random_tape(4, decoupled=False, n_items=256, batch_size=16)
+    decoupled = repro.random_tape(4, decoupled=True, n_items=256, batch_size=16)
+    assert [e["consumer"] for e in coupled] == ["initialization", "shuffle, epoch 1", "dropout masks, epoch 1",
+                                                 "shuffle, epoch 2", "dropout masks, epoch 2"]
+    assert all(e["stream"] == "global" for e in coupled)
+    assert coupled[1]["count"] == 2 and coupled[2]["count"] == 256 * 4
+    assert [e["stream"] for e in decoupled] == ["global", "loader", "global", "loader", "global"]
+    assert decoupled[1]["count"] is None
+
+
+def test_plot_random_tape_draws_one_row_per_stream():
+    fig, ax = plt.subplots()
+    out = repro.plot_random_tape({"a": repro.random_tape(4, decoupled=False),
+                                  "b": repro.random_tape(4, decoupled=True)}, ax, title="tape")
+    assert out is ax and ax.get_title(loc="left") == "tape"
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels == ["a\n(global stream)", "b\n(global stream)", "b\n(loader's generator)"]
+    texts = [t.get_text() for t in ax.texts]
+    assert "initialization\n30 values" in texts and "shuffle, epoch 1\n2 seeds" in texts
+    assert "shuffle, epoch 2\nseed + order" in texts
+    assert ax.get_xlabel() and ax.get_ylabel()
+    plt.close(fig)
+    with pytest.raises(ValueError):
+        repro.plot_random_tape({})
+
+
+def _solution_set_seed(seed):
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+    random.seed(seed)
+
+
+def _solution_loader(dataset, batch_size, seed, num_workers=0):
+    return DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=num_workers,
+                      generator=torch.Generator().manual_seed(seed))
+
+
+def test_check_set_seed_names_the_forgotten_generator():
+    repro._check_set_seed(_solution_set_seed)
+    with pytest.raises(checks.CheckFailed, match="NumPy drew"):
+        repro._check_set_seed(lambda seed: (torch.manual_seed(seed), random.seed(seed)) and None)
+    with pytest.raises(checks.CheckFailed, match="Python's random module"):
+        repro._check_set_seed(lambda seed: (torch.manual_seed(seed), np.random.seed(seed)) and None)
+
+
+def test_check_generator_loader_catches_the_global_stream_and_a_sampler():
+    repro._check_generator_loader(_solution_loader)
+    with pytest.raises(checks.CheckFailed, match="different orders once the global generator"):
+        repro._check_generator_loader(lambda d, b, s, num_workers=0: DataLoader(d, batch_size=b, shuffle=True))
+    def sampled(d, b, s, num_workers=0):
+        return DataLoader(d, batch_size=b, sampler=RandomSampler(d, generator=torch.Generator().manual_seed(s)))
+
+    with pytest.raises(checks.CheckFailed, match="moved torch's global generator"):
+        repro._check_generator_loader(sampled)
+    with pytest.raises(checks.CheckFailed, match="not in the way the contract fixes"):
+        repro._check_generator_loader(lambda d, b, s, num_workers=0: _solution_loader(d, b, s + 1))
+
+
+def test_check_workers_catches_one_numpy_seed_for_every_worker():
+    repro._check_workers(_solution_loader)
+    def same(d, b, s, num_workers=0):
+        return DataLoader(d, batch_size=b, shuffle=True, num_workers=num_workers,
+                          generator=torch.Generator().manual_seed(s), worker_init_fn=functools.partial(_seed_numpy, s))
+
+    with pytest.raises(checks.CheckFailed, match="the two workers drew the same NumPy numbers"):
+        repro._check_workers(same)
+    with pytest.raises(checks.CheckFailed, match="hand num_workers on"):
+        repro._check_workers(lambda d, b, s, num_workers=0: _solution_loader(d, b, s))
+
+
+def _seed_numpy(seed, worker_id):
+    np.random.seed(seed)
+
+
+def _script(set_seed, loader):
+    def script(X, y, width, seed, num_workers=0):
+        set_seed(seed)
+        model = torch.nn.Sequential(torch.nn.Linear(X.shape[1], width), torch.nn.ReLU(), torch.nn.Linear(width, 2))
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        batches, losses = [], []
+        for idx, xb, yb in loader(repro.JitterDataset(X, y), 16, seed, num_workers=num_workers):
+            optimizer.zero_grad()
+            loss = torch.nn.functional.cross_entropy(model(xb), yb)
+            loss.backward()
+            optimizer.step()
+            batches.append(idx.tolist())
+            losses.append(loss.item())
+        return batches, losses
+    return script
+
+
+def test_check_script_sees_unseeded_jitter_and_a_coupled_order():
+    repro._check_script(_script(_solution_set_seed, _solution_loader))
+    with pytest.raises(checks.CheckFailed, match="same batches but gave other losses"):
+        repro._check_script(_script(torch.manual_seed, _solution_loader))
+    def plain(d, b, s, num_workers=0):
+        return DataLoader(d, batch_size=b, shuffle=True)
+
+    with pytest.raises(checks.CheckFailed, match="widths 4 and 16"):
+        repro._check_script(_script(_solution_set_seed, plain))
+
+
+def test_check_seed_sweep_explains_a_mean_of_the_seeds():
+    def right(train_fn, seeds):
+        values = [float(train_fn(s)) for s in seeds]
+        return {"values": values, "mean": sum(values) / len(values), "min": min(values), "max": max(values)}
+
+    def mean_of_seeds(train_fn, seeds):
+        out = right(train_fn, seeds)
+        return {**out, "mean": sum(seeds) / len(seeds)}
+
+    repro.check_seed_sweep(right)
+    with pytest.raises(checks.CheckFailed, match="is the mean of the seeds"):
+        repro.check_seed_sweep(mean_of_seeds)
+
+
+def test_random_tape_dropout_and_shuffle_counts_are_what_the_generator_gives():
+    """Dropout takes one 64-bit value per element, a plain loader's shuffle two 64-bit seeds: skipping that many
+    leaves the global stream where the real consumers leave it."""
+    tape = repro.random_tape(4, decoupled=False, n_items=16, batch_size=16, num_epochs=1)
+    shuffle, masks = tape[1]["count"], tape[2]["count"]
+    dropout = torch.nn.Dropout(0.2)
+    torch.manual_seed(0)
+    next(iter(DataLoader(torch.arange(16), batch_size=16, shuffle=True)))
+    dropout(torch.ones(16, 4))
+    after_real = torch.rand(3)
+    torch.manual_seed(0)
+    torch.empty(shuffle + masks, dtype=torch.int64).random_()
+    assert torch.equal(torch.rand(3), after_real)

@@ -242,3 +242,114 @@ def test_fit_spy_records_calls_and_restores_the_namespace():
     assert namespace == {"train_one_epoch": "mine", "evaluate": "mine too"}
     assert spy.calls == [("train_one_epoch", "train_loader", True), ("evaluate", "another loader", True),
                          ("evaluate", "val_loader", False)]
+
+
+def test_plot_saliency_draws_one_arrow_per_point_and_restores_mode():
+    torch.manual_seed(0)
+    model = spirals.spiral_model().train()
+    X, y, _, _ = spirals.make_spirals(10, seed=1)
+    grads = torch.randn(len(X), 2)
+    state = torch.get_rng_state()
+    ax = spirals.plot_saliency(model, X, y, grads, resolution=20, title="saliency")
+    assert model.training and torch.equal(state, torch.get_rng_state())
+    quivers = [c for c in ax.collections if type(c).__name__ == "Quiver"]
+    assert len(quivers) == 1 and len(quivers[0].U) == len(X)
+    lengths = torch.tensor([math.hypot(u, v) for u, v in zip(quivers[0].U, quivers[0].V)])
+    ratios = lengths / grads.norm(dim=1)
+    assert torch.allclose(ratios, ratios[0].expand_as(ratios), rtol=1e-5), "arrows keep the gradients' ratios"
+    assert ax.get_title() == "saliency" and ax.get_legend().get_texts()[-1].get_text() == "saliency"
+    plt.close("all")
+    ax = spirals.plot_saliency(model, X, y, grads[:3], which=[4, 0, 2], resolution=20)
+    quiver = next(c for c in ax.collections if type(c).__name__ == "Quiver")
+    assert torch.allclose(torch.tensor(quiver.get_offsets(), dtype=torch.float32), X[[4, 0, 2]])
+    with pytest.raises(ValueError, match="shape of the points"):
+        spirals.plot_saliency(model, X, y, grads[:3])
+    plt.close("all")
+
+
+# ---------------------------------------------------------------- lesson 04's visible checks
+
+def _train_one_epoch(model, loader, loss_fn, optimizer, *, clear=True, train=True):
+    device = next(model.parameters()).device
+    if train:
+        model.train()
+    total, count = 0.0, 0
+    for xb, yb in loader:
+        xb, yb = xb.to(device), yb.to(device)
+        if clear:
+            optimizer.zero_grad()
+        loss = loss_fn(model(xb), yb)
+        loss.backward()
+        optimizer.step()
+        total += loss.item() * len(yb)
+        count += len(yb)
+    return total / count
+
+
+def _evaluate(model, loader, loss_fn, *, eval_mode=True):
+    device = next(model.parameters()).device
+    if eval_mode:
+        model.eval()
+    total, correct, count = 0.0, 0, 0
+    with torch.no_grad():
+        for xb, yb in loader:
+            xb, yb = xb.to(device), yb.to(device)
+            logits = model(xb)
+            total += loss_fn(logits, yb).item() * len(yb)
+            correct += (logits.argmax(dim=1) == yb).sum().item()
+            count += len(yb)
+    return total / count, correct / count
+
+
+def _saliency(model, x, target, *, restore=True):
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.enable_grad():
+            inputs = x.detach().clone().requires_grad_(True)
+            (grad,) = torch.autograd.grad(model(inputs).gather(1, target.view(-1, 1)).sum(), inputs)
+    finally:
+        if restore:
+            model.train(was_training)
+    return grad
+
+
+def test_visible_checks_pass_right_answers_and_name_wrong_ones():
+    from autograder.kernel import checks
+
+    namespace = {"device": torch.device("cpu")}
+    spirals.check_train_one_epoch(_train_one_epoch, namespace)
+    spirals.check_evaluate(_evaluate, namespace)
+    spirals.check_saliency(_saliency)
+    assert namespace == {"device": torch.device("cpu")}
+    with pytest.raises(checks.CheckFailed, match="gradients were not cleared"):
+        spirals.check_train_one_epoch(lambda *a: _train_one_epoch(*a, clear=False), namespace)
+    with pytest.raises(checks.CheckFailed, match="eval mode during training"):
+        spirals.check_train_one_epoch(lambda *a: _train_one_epoch(*a, train=False), namespace)
+    with pytest.raises(checks.CheckFailed, match="training mode during evaluation"):
+        spirals.check_evaluate(lambda *a: _evaluate(*a, eval_mode=False), namespace)
+    with pytest.raises(checks.CheckFailed, match="left in eval mode"):
+        spirals.check_saliency(lambda *a: _saliency(*a, restore=False))
+
+
+def test_fit_check_uses_stand_ins_by_name():
+    from autograder.kernel import checks
+
+    namespace = {}
+
+    def fit(model, train_loader, val_loader, epochs, optimizer, loss_fn):
+        history = {"train_loss": [], "val_loss": [], "val_acc": []}
+        for _ in range(epochs):
+            history["train_loss"].append(namespace["train_one_epoch"](model, train_loader, loss_fn, optimizer))
+            val_loss, val_acc = namespace["evaluate"](model, val_loader, loss_fn)
+            history["val_loss"].append(val_loss)
+            history["val_acc"].append(val_acc)
+        return history
+
+    def on_train_data(model, train_loader, val_loader, epochs, optimizer, loss_fn):
+        return fit(model, train_loader, train_loader, epochs, optimizer, loss_fn)
+
+    spirals.check_fit(fit, namespace)
+    assert namespace == {"train_one_epoch": None, "evaluate": None}   # put back as they were (absent: None)
+    with pytest.raises(checks.CheckFailed, match="evaluate must get val_loader"):
+        spirals.check_fit(on_train_data, namespace)

@@ -38,6 +38,7 @@ class SpiralDataset(Dataset):
         return 2 * self.n_per_class
 
     def __getitem__(self, i):
+        i = operator.index(i)
         if not 0 <= i < len(self):
             raise IndexError(i)
         label = i // self.n_per_class
@@ -119,6 +120,10 @@ class DigitsDataset(Dataset):
         torch.manual_seed(self.seed * len(self) + i)
         noise = torch.randn(2)
 ''' + _SPIRAL_TAIL,
+        "the generator seeded with the index as given (a NumPy integer or 0-d tensor index raises)":
+            _SPIRAL_HEAD.replace("        i = operator.index(i)\n", "") + '''
+        noise = torch.randn(2, generator=torch.Generator().manual_seed(self.seed * len(self) + i))
+''' + _SPIRAL_TAIL,
     },
     "make_loaders": {
         "shuffling the validation loader": '''
@@ -159,6 +164,7 @@ class SpiralDataset(Dataset):
         return 2 * self.n_per_class
 
     def __getitem__(self, i):
+        i = operator.index(i)
         if not 0 <= i < len(self):
             raise IndexError(i)
         label = i // self.n_per_class
@@ -245,6 +251,7 @@ class SpiralDataset(Dataset):
         return 2 * self.n_per_class
 
     def __getitem__(self, i):
+        i = operator.index(i)
         if not 0 <= i < len(self):
             raise IndexError(i)
         label = i // self.n_per_class
@@ -349,6 +356,7 @@ class SpiralDataset(Dataset):
         return 2 * self.n_per_class
 
     def __getitem__(self, i):
+        i = int(i)
         if i < 0 or i >= len(self):
             raise IndexError(f"{i} is out of range")
         label, k = divmod(i, self.n_per_class)
@@ -382,6 +390,13 @@ def seed_worker(worker_id):
     seed = torch.initial_seed() & 0xFFFF_FFFF
     random.seed(seed)
     np.random.seed(seed)
+''',
+        "the seed read from get_worker_info(), NumPy seeded through its legacy RandomState API": '''
+def seed_worker(worker_id):
+    info = torch.utils.data.get_worker_info()
+    seed = info.seed % (1 << 32)
+    np.random.set_state(np.random.RandomState(seed).get_state())
+    random.seed(seed)
 ''',
     },
 }
@@ -464,6 +479,8 @@ class DigitsDataset(Dataset):
             PITFALLS["SpiralDataset"]["reseeding the global RNG in __getitem__ (deterministic items, but shuffling and "
                                       "dropout are reseeded)"],
         "types": PLAUSIBLE["SpiralDataset"]["the point computed in NumPy, so it is float64"],
+        "any integer index": PITFALLS["SpiralDataset"]["the generator seeded with the index as given (a NumPy "
+                                                       "integer or 0-d tensor index raises)"],
         "`IndexError` outside the range": _SPIRAL_HEAD.replace("if not 0 <= i < len(self):", "if i >= len(self):") + '''
         noise = torch.randn(2, generator=torch.Generator().manual_seed(self.seed * len(self) + i))
 ''' + _SPIRAL_TAIL,
@@ -481,9 +498,17 @@ def make_loaders(train_ds, val_ds, batch_size):
 ''',
     },
     "seed_worker": {
-        "NumPy from the worker's torch seed":
-            PLAUSIBLE["seed_worker"]["seeds a new NumPy Generator (default_rng), which leaves np.random's global "
-                                     "state alone"],
-        "`random` the same way": PLAUSIBLE["seed_worker"]["seeds NumPy only, not random"],
+        "every worker its own numbers": PITFALLS["seed_worker"]["a constant seed: every worker draws the same NumPy "
+                                                                "numbers"],
+        "fixed by the loader's seed": '''
+import time
+
+
+def seed_worker(worker_id):
+    seed = (torch.initial_seed() + time.perf_counter_ns()) % 2**32
+    np.random.seed(seed)
+    random.seed(seed)
+''',
+        "the usual convention": PLAUSIBLE["seed_worker"]["modulo 2**31 instead of 2**32"],
     },
 }

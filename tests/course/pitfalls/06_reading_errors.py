@@ -180,6 +180,8 @@ def classify_error(exc):
         return "device"
     if "dtype" in message or "scalar type" in message:
         return "dtype"
+    if "out of bounds" in message or "out of range" in message:
+        return "other"
     if "shape" in message or "size" in message or "dimension" in message:
         return "shape"
     return "other"
@@ -390,7 +392,7 @@ def classify_error(exc):
     print("classifying:", text[:60])
     print(type(exc).__name__, file=sys.stderr)
     for family, pattern in [("inplace", r"in-?place"), ("device", r"device"), ("dtype", r"dtype|scalar type"),
-                            ("shape", r"shape|size|dimension")]:
+                            ("other", r"out of (bounds|range)"), ("shape", r"shape|size|dimension")]:
         if re.search(pattern, text, flags=re.IGNORECASE):
             return family
     return "other"
@@ -471,6 +473,16 @@ def gated_residual(x, w):
         '`"device"`': PITFALLS["classify_error"]["knows only the CUDA wording 'same device'"],
         '`"inplace"`': PITFALLS["classify_error"]["matches only 'inplace', not 'in-place'"],
         '`"other"`': PLAUSIBLE["classify_error"]["takes every ValueError for a shape error"],
+        'an index out of range is `"other"`': '''
+def classify_error(exc):
+    message = str(exc).lower()
+    # "dimension" and "size" in "index 5 is out of bounds for dimension 0 with size 3" read as a shape error
+    for family, words in [("inplace", ("inplace", "in-place")), ("device", ("device",)),
+                          ("dtype", ("dtype", "scalar type")), ("shape", ("shape", "size", "dimension"))]:
+        if any(word in message for word in words):
+            return family
+    return "other"
+''',
         '"mat1 and mat2" decides nothing':
             PITFALLS["classify_error"]["reads 'mat1 and mat2' as a shape error before looking for a dtype"],
         '"type" decides nothing': '''

@@ -27,47 +27,85 @@ def _run(body: str, train: str = _TRAIN) -> str:
     return ("\ndef decoupled_run(X, y, width, seed, num_epochs=2, batch_size=16):\n" + body + train)
 
 
-PITFALLS = {
-    "set_seed": {
-        "seeds torch only: NumPy keeps its own stream": '''
-def set_seed(seed):
-    torch.manual_seed(seed)
-    random.seed(seed)
-''',
-        "forgets Python's random module": '''
+# Exercise 1's answer cell holds two functions: a wrong answer replaces one of them, the other stays right.
+_SEED_OK = '''
 def set_seed(seed):
     torch.manual_seed(seed)
     np.random.seed(seed)
-''',
-        "seeds a new NumPy Generator object instead of the global one": '''
+    random.seed(seed)
+'''
+_LOADER_OK = '''
+def make_generator_loader(dataset, batch_size, seed, num_workers=0):
+    return DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=num_workers,
+                      generator=torch.Generator().manual_seed(seed))
+'''
+
+
+def _seed(wrong: str) -> str:
+    """A wrong set_seed with a right make_generator_loader."""
+    return wrong + "\n" + _LOADER_OK
+
+
+def _loader(wrong: str) -> str:
+    """A right set_seed with a wrong make_generator_loader (imports stay at the top)."""
+    head, sep, body = wrong.partition("\ndef make_generator_loader")
+    return head + "\n" + _SEED_OK + "\n" + sep + body
+
+
+PITFALLS = {
+    "make_reproducible": {
+        "set_seed seeds torch only: NumPy keeps its own stream": _seed('''
+def set_seed(seed):
+    torch.manual_seed(seed)
+    random.seed(seed)
+'''),
+        "set_seed forgets Python's random module": _seed('''
+def set_seed(seed):
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+'''),
+        "set_seed seeds a new NumPy Generator object instead of the global one": _seed('''
 def set_seed(seed):
     torch.manual_seed(seed)
     np.random.default_rng(seed)
     random.seed(seed)
-''',
-    },
-    "make_generator_loader": {
-        "shuffles from the global stream (torch.manual_seed, no generator)": '''
-def make_generator_loader(dataset, batch_size, seed):
+'''),
+        "the loader shuffles from the global stream (torch.manual_seed, no generator)": _loader('''
+def make_generator_loader(dataset, batch_size, seed, num_workers=0):
     torch.manual_seed(seed)
-    return DataLoader(dataset, batch_size=batch_size, shuffle=True)
-''',
-        "own generator but no shuffling": '''
-def make_generator_loader(dataset, batch_size, seed):
-    return DataLoader(dataset, batch_size=batch_size, shuffle=False, generator=torch.Generator().manual_seed(seed))
-''',
-        "generator=torch.manual_seed(seed), which is the global generator": '''
-def make_generator_loader(dataset, batch_size, seed):
-    return DataLoader(dataset, batch_size=batch_size, shuffle=True, generator=torch.manual_seed(seed))
-''',
-        "seeded RandomSampler, but the DataLoader still draws its base seed from the global stream": '''
+    return DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=num_workers)
+'''),
+        "the loader has its own generator but does not shuffle": _loader('''
+def make_generator_loader(dataset, batch_size, seed, num_workers=0):
+    return DataLoader(dataset, batch_size=batch_size, shuffle=False, num_workers=num_workers,
+                      generator=torch.Generator().manual_seed(seed))
+'''),
+        "generator=torch.manual_seed(seed), which is the global generator": _loader('''
+def make_generator_loader(dataset, batch_size, seed, num_workers=0):
+    return DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=num_workers,
+                      generator=torch.manual_seed(seed))
+'''),
+        "seeded RandomSampler, but the DataLoader still draws its base seed from the global stream": _loader('''
 from torch.utils.data import RandomSampler
 
 
-def make_generator_loader(dataset, batch_size, seed):
+def make_generator_loader(dataset, batch_size, seed, num_workers=0):
     sampler = RandomSampler(dataset, generator=torch.Generator().manual_seed(seed))
-    return DataLoader(dataset, batch_size=batch_size, sampler=sampler)
-''',
+    return DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=num_workers)
+'''),
+        "a worker_init_fn seeds NumPy with the seed in every worker": _loader('''
+import functools
+
+
+def _numpy_seed(seed, worker_id):
+    np.random.seed(seed)
+
+
+def make_generator_loader(dataset, batch_size, seed, num_workers=0):
+    return DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=num_workers,
+                      worker_init_fn=functools.partial(_numpy_seed, seed),
+                      generator=torch.Generator().manual_seed(seed))
+'''),
     },
     "decoupled_run": {
         "coupled_run unchanged: the loader shuffles from the global stream, after the initialization": _run(f'''
@@ -134,14 +172,15 @@ def seed_sweep(train_fn, seeds):
 }
 
 HIDDEN_ONLY = {
-    "make_generator_loader": {
-        "one generator object for every loader, re-seeded on each call": '''
+    "make_reproducible": {
+        "one generator object for every loader, re-seeded on each call": _loader('''
 _GENERATOR = torch.Generator()
 
 
-def make_generator_loader(dataset, batch_size, seed):
-    return DataLoader(dataset, batch_size=batch_size, shuffle=True, generator=_GENERATOR.manual_seed(seed))
-''',
+def make_generator_loader(dataset, batch_size, seed, num_workers=0):
+    return DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=num_workers,
+                      generator=_GENERATOR.manual_seed(seed))
+'''),
     },
     "decoupled_run": {
         "ignores num_epochs and batch_size (always coupled_run's defaults)": _run(f'''
@@ -154,60 +193,72 @@ def make_generator_loader(dataset, batch_size, seed):
 }
 
 PLAUSIBLE = {
-    "set_seed": {
-        "torch.seed() for torch, which seeds from a fresh non-deterministic number": '''
+    "make_reproducible": {
+        "torch.seed() for torch, which seeds from a fresh non-deterministic number": _seed('''
 def set_seed(seed):
     torch.seed()
     np.random.seed(seed)
     random.seed(seed)
-''',
-        "also switches deterministic algorithms on (the spec: change nothing else)": '''
+'''),
+        "set_seed also switches deterministic algorithms on (the contract: change nothing else)": _seed('''
 def set_seed(seed):
     torch.manual_seed(seed)
     np.random.seed(seed)
     random.seed(seed)
     torch.use_deterministic_algorithms(True)
-''',
-        "random.seed(str(seed)): a string seed gives another state than the int": '''
+'''),
+        "random.seed(str(seed)): a string seed gives another state than the int": _seed('''
 def set_seed(seed):
     torch.manual_seed(seed)
     np.random.seed(seed)
     random.seed(str(seed))
-''',
-        "seeds torch from a NumPy draw instead of the seed itself": '''
+'''),
+        "seeds torch from a NumPy draw instead of the seed itself": _seed('''
 def set_seed(seed):
     np.random.seed(seed)
     random.seed(seed)
     torch.manual_seed(int(np.random.randint(2**31)))
-''',
-    },
-    "make_generator_loader": {
-        "right loader, but also calls torch.manual_seed(seed) (resets everybody's stream)": '''
-def make_generator_loader(dataset, batch_size, seed):
+'''),
+        "a plain shuffled DataLoader: the order ignores the seed and follows the global stream": _loader('''
+def make_generator_loader(dataset, batch_size, seed, num_workers=0):
+    return DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=num_workers)
+'''),
+        "right loader, but also calls torch.manual_seed(seed) (resets everybody's stream)": _loader('''
+def make_generator_loader(dataset, batch_size, seed, num_workers=0):
     torch.manual_seed(seed)
-    return DataLoader(dataset, batch_size=batch_size, shuffle=True, generator=torch.Generator().manual_seed(seed))
-''',
-        "a RandomSampler without its own generator, plus generator= on the DataLoader": '''
+    return DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=num_workers,
+                      generator=torch.Generator().manual_seed(seed))
+'''),
+        "a RandomSampler without its own generator, plus generator= on the DataLoader": _loader('''
 from torch.utils.data import RandomSampler
 
 
-def make_generator_loader(dataset, batch_size, seed):
-    return DataLoader(dataset, batch_size=batch_size, sampler=RandomSampler(dataset),
+def make_generator_loader(dataset, batch_size, seed, num_workers=0):
+    return DataLoader(dataset, batch_size=batch_size, sampler=RandomSampler(dataset), num_workers=num_workers,
                       generator=torch.Generator().manual_seed(seed))
-''',
-        "one permutation drawn up front, the same order every epoch": '''
+'''),
+        "one permutation drawn up front, the same order every epoch": _loader('''
 from torch.utils.data import Subset
 
 
-def make_generator_loader(dataset, batch_size, seed):
+def make_generator_loader(dataset, batch_size, seed, num_workers=0):
     order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed)).tolist()
-    return DataLoader(Subset(dataset, order), batch_size=batch_size, shuffle=False)
-''',
-        "drop_last=True, so every batch has the same size": '''
-def make_generator_loader(dataset, batch_size, seed):
-    return DataLoader(dataset, batch_size=batch_size, shuffle=True, drop_last=True,
+    return DataLoader(Subset(dataset, order), batch_size=batch_size, shuffle=False, num_workers=num_workers)
+'''),
+        "drop_last=True, so every batch has the same size": _loader('''
+def make_generator_loader(dataset, batch_size, seed, num_workers=0):
+    return DataLoader(dataset, batch_size=batch_size, shuffle=True, drop_last=True, num_workers=num_workers,
                       generator=torch.Generator().manual_seed(seed))
-''',
+'''),
+        "a data seed of its own, one past the seed: independent of the width, but another order": _loader('''
+def make_generator_loader(dataset, batch_size, seed, num_workers=0):
+    return DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=num_workers,
+                      generator=torch.Generator().manual_seed(seed + 1))
+'''),
+        "ignores num_workers: every item is fetched in the main process": _loader('''
+def make_generator_loader(dataset, batch_size, seed, num_workers=0):
+    return DataLoader(dataset, batch_size=batch_size, shuffle=True, generator=torch.Generator().manual_seed(seed))
+'''),
     },
     "decoupled_run": {
         "records the batches in a first pass over the loader, then trains on later passes": _run(f'''
@@ -262,6 +313,21 @@ def seed_sweep(train_fn, seeds):
     values = [round(float(train_fn(seed)), 4) for seed in seeds]
     return {"values": values, "mean": sum(values) / len(values), "min": min(values), "max": max(values)}
 ''',
+        "keeps each result as returned: tensors stay tensors, ints stay ints": '''
+def seed_sweep(train_fn, seeds):
+    values = [train_fn(seed) for seed in seeds]
+    return {"values": values, "mean": sum(values) / len(values), "min": min(values), "max": max(values)}
+''',
+        "the first and the last value reported as min and max": '''
+def seed_sweep(train_fn, seeds):
+    values = [float(train_fn(seed)) for seed in seeds]
+    return {"values": values, "mean": sum(values) / len(values), "min": values[0], "max": values[-1]}
+''',
+        "np.mean: the mean is a NumPy float64, not a Python float": '''
+def seed_sweep(train_fn, seeds):
+    values = [float(train_fn(seed)) for seed in seeds]
+    return {"values": values, "mean": np.mean(values), "min": min(values), "max": max(values)}
+''',
         "collects the values in a module-level list that outlives the call": '''
 _VALUES = []
 
@@ -276,8 +342,8 @@ def seed_sweep(train_fn, seeds):
 }
 
 RIGHT_ANSWERS = {
-    "set_seed": {
-        "another order, torch.random.manual_seed, prints to stdout and stderr": '''
+    "make_reproducible": {
+        "another order, torch.random.manual_seed, a seed_worker, positional arguments, prints": '''
 import sys
 
 
@@ -287,17 +353,19 @@ def set_seed(seed):
     torch.random.manual_seed(seed)
     print(f"seeded everything with {seed}")
     print(f"debug: torch initial seed {torch.initial_seed()}", file=sys.stderr)
-''',
-    },
-    "make_generator_loader": {
-        "generator seeded in two statements, arguments by position, prints to stdout and stderr": '''
-import sys
 
 
-def make_generator_loader(dataset, batch_size, seed):
+def seed_worker(worker_id):
+    worker_seed = torch.initial_seed() % 2**32
+    np.random.seed(worker_seed)
+    random.seed(worker_seed)
+
+
+def make_generator_loader(dataset, batch_size, seed, num_workers=0):
     generator = torch.Generator()
     generator.manual_seed(seed)
-    loader = DataLoader(dataset, batch_size, True, generator=generator)
+    loader = DataLoader(dataset, batch_size, True, num_workers=num_workers, worker_init_fn=seed_worker,
+                        generator=generator)
     print("loader with", len(loader), "batches")
     print("generator seed", generator.initial_seed(), file=sys.stderr)
     return loader
@@ -349,26 +417,6 @@ def seed_sweep(train_fn, seeds):
 }
 
 FORGERIES = {
-    "make_generator_loader": {
-        "shuffles from the global stream; observe patched: booleans come out True": FORGED_OBSERVE + '''
-
-def make_generator_loader(dataset, batch_size, seed):
-    return DataLoader(dataset, batch_size=batch_size, shuffle=True)
-''',
-        "shuffles from the global stream, and puts the global generator back after every epoch": '''
-class _TidyLoader(DataLoader):
-    def __iter__(self):
-        state = torch.get_rng_state()
-        try:
-            yield from super().__iter__()
-        finally:
-            torch.set_rng_state(state)
-
-
-def make_generator_loader(dataset, batch_size, seed):
-    return _TidyLoader(dataset, batch_size=batch_size, shuffle=True)
-''',
-    },
     "decoupled_run": {
         "trains on the global stream's order and reports the batches of a separately seeded loader": _run(f'''
     torch.manual_seed(seed)
@@ -386,47 +434,58 @@ def make_generator_loader(dataset, batch_size, seed):
     return batches, model
 '''),
     },
-    "set_seed": {
-        "seeds torch and random only; observe patched: booleans come out True": FORGED_OBSERVE + '''
+    "make_reproducible": {
+        "shuffles from the global stream; observe patched: booleans come out True": FORGED_OBSERVE + _loader('''
+
+def make_generator_loader(dataset, batch_size, seed, num_workers=0):
+    return DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=num_workers)
+'''),
+        "shuffles from the global stream, and puts the global generator back after every epoch": _loader('''
+class _TidyLoader(DataLoader):
+    def __iter__(self):
+        state = torch.get_rng_state()
+        try:
+            yield from super().__iter__()
+        finally:
+            torch.set_rng_state(state)
+
+
+def make_generator_loader(dataset, batch_size, seed, num_workers=0):
+    return _TidyLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=num_workers)
+'''),
+        "seeds torch and random only; observe patched: booleans come out True": FORGED_OBSERVE + _seed('''
 
 def set_seed(seed):
     torch.manual_seed(seed)
     random.seed(seed)
-''',
+'''),
     },
 }
 
 # One wrong answer per rule bullet of each spec, breaking that rule alone.
 RULES = {
-    "set_seed": {
-        "PyTorch": PLAUSIBLE["set_seed"]["torch.seed() for torch, which seeds from a fresh non-deterministic number"],
-        "NumPy's global generator":
-            PITFALLS["set_seed"]["seeds a new NumPy Generator object instead of the global one"],
-        "Python's `random`":
-            PLAUSIBLE["set_seed"]["random.seed(str(seed)): a string seed gives another state than the int"],
-        "one `seed` for all three": PLAUSIBLE["set_seed"]["seeds torch from a NumPy draw instead of the seed itself"],
-        "return nothing": '''
-def set_seed(seed):
-    torch.manual_seed(seed)
-    np.random.seed(seed)
-    random.seed(seed)
-    return seed   # handy for logging, but the spec says: return nothing
-''',
-        "determinism left alone":
-            PLAUSIBLE["set_seed"]["also switches deterministic algorithms on (the spec: change nothing else)"],
-    },
-    "make_generator_loader": {
-        "a new generator on every call":
-            HIDDEN_ONLY["make_generator_loader"]["one generator object for every loader, re-seeded on each call"],
-        "every draw from that generator": PITFALLS["make_generator_loader"][
+    "make_reproducible": {
+        "same seed, same run": PITFALLS["make_reproducible"]["set_seed seeds torch only: NumPy keeps its own stream"],
+        "standard states":
+            PLAUSIBLE["make_reproducible"]["seeds torch from a NumPy draw instead of the seed itself"],
+        "nothing else changes": PLAUSIBLE["make_reproducible"][
+            "set_seed also switches deterministic algorithms on (the contract: change nothing else)"],
+        "the width does not move the batches": PLAUSIBLE["make_reproducible"][
+            "a plain shuffled DataLoader: the order ignores the seed and follows the global stream"],
+        "the loader keeps to itself": PITFALLS["make_reproducible"][
             "seeded RandomSampler, but the DataLoader still draws its base seed from the global stream"],
-        "shuffled, anew each epoch": PITFALLS["make_generator_loader"]["own generator but no shuffling"],
-        "defaults otherwise": PLAUSIBLE["make_generator_loader"]["drop_last=True, so every batch has the same size"],
+        "the seed picks the order": PLAUSIBLE["make_reproducible"][
+            "a data seed of its own, one past the seed: independent of the width, but another order"],
+        "a new generator on every call":
+            HIDDEN_ONLY["make_reproducible"]["one generator object for every loader, re-seeded on each call"],
+        "workers draw apart":
+            PITFALLS["make_reproducible"]["a worker_init_fn seeds NumPy with the seed in every worker"],
+        "defaults otherwise": PLAUSIBLE["make_reproducible"]["drop_last=True, so every batch has the same size"],
     },
     "decoupled_run": {
         "batches independent of the width": PITFALLS["decoupled_run"][
             "coupled_run unchanged: the loader shuffles from the global stream, after the initialization"],
-        "`coupled_run`'s order": _run(f'''
+        "the order of a seeded loader": _run(f'''
     torch.manual_seed(seed)
     model = {_MODEL}
     # a data seed of its own, one past the model's: independent of the width, but another order
@@ -447,23 +506,9 @@ def set_seed(seed):
         "once per seed, in order": PITFALLS["seed_sweep"]["trains once and reuses that result for every seed"],
         "only passes the seed on":
             PLAUSIBLE["seed_sweep"]["seeds torch itself before each call instead of only passing the seed on"],
-        "converted with `float(...)`": '''
-def seed_sweep(train_fn, seeds):
-    values = [train_fn(seed) for seed in seeds]   # kept as returned: tensors stay tensors, ints stay ints
-    return {"values": values, "mean": sum(values) / len(values), "min": min(values), "max": max(values)}
-''',
         "four keys": PITFALLS["seed_sweep"]["no 'values' key"],
         "`\"values\"`": PLAUSIBLE["seed_sweep"]["sorts the values (for min and max) and returns them sorted"],
-        "`\"mean\"`": PITFALLS["seed_sweep"]["midpoint of min and max reported as the mean"],
-        "`\"min\"` and `\"max\"`": '''
-def seed_sweep(train_fn, seeds):
-    values = [float(train_fn(seed)) for seed in seeds]
-    return {"values": values, "mean": sum(values) / len(values), "min": values[0], "max": values[-1]}
-''',
-        "Python floats": '''
-def seed_sweep(train_fn, seeds):
-    values = [float(train_fn(seed)) for seed in seeds]
-    return {"values": values, "mean": np.mean(values), "min": min(values), "max": max(values)}
-''',
+        "`\"mean\"`, `\"min\"` and `\"max\"`": PITFALLS["seed_sweep"]["midpoint of min and max reported as the mean"],
+        "Python floats": PLAUSIBLE["seed_sweep"]["keeps each result as returned: tensors stay tensors, ints stay ints"],
     },
 }

@@ -1,7 +1,8 @@
 """Wrong answers for lesson 08_mixed_precision: each embodies one pitfall (exercise -> pitfall -> answer cell).
 
 The curriculum lists the pitfalls of amp_train_step; those of autocast_output_dtypes come from
-the issue; those of param_memory_bytes and max_params_that_fit are the lesson's own.
+the issue; those of param_memory_bytes are the lesson's own (max_params_that_fit became an ungraded
+warm-up in the fifth edition).
 """
 from coursekit import FORGED_OBSERVE
 
@@ -125,36 +126,6 @@ def param_memory_bytes(model, dtype):
     return sum(p.numel() for p in model.parameters()) * 4
 ''',
     },
-    "max_params_that_fit": {
-        "ignores the margin": '''
-def max_params_that_fit(budget_bytes, dtype, margin=0.2):
-    if not 0 <= margin < 1:
-        raise ValueError("margin must be in [0, 1)")
-    return budget_bytes // dtype.itemsize
-''',
-        "keeps only the margin": '''
-def max_params_that_fit(budget_bytes, dtype, margin=0.2):
-    if not 0 <= margin < 1:
-        raise ValueError("margin must be in [0, 1)")
-    return int(budget_bytes * margin) // dtype.itemsize
-''',
-        "returns a float": '''
-def max_params_that_fit(budget_bytes, dtype, margin=0.2):
-    if not 0 <= margin < 1:
-        raise ValueError("margin must be in [0, 1)")
-    return budget_bytes * (1 - margin) / dtype.itemsize
-''',
-        "ignores the dtype (4 bytes each)": '''
-def max_params_that_fit(budget_bytes, dtype, margin=0.2):
-    if not 0 <= margin < 1:
-        raise ValueError("margin must be in [0, 1)")
-    return int(budget_bytes * (1 - margin)) // 4
-''',
-        "no ValueError for a margin outside [0, 1)": '''
-def max_params_that_fit(budget_bytes, dtype, margin=0.2):
-    return int(budget_bytes * (1 - margin)) // dtype.itemsize
-''',
-    },
 }
 
 # Wrong answers that pass every visible check and fail only the hidden ones (other inputs).
@@ -173,20 +144,6 @@ def autocast_output_dtypes(model, x, device_type, dtype):
         for handle in handles:
             handle.remove()
     return found
-''',
-    },
-    "max_params_that_fit": {
-        "rounds to the nearest whole number instead of down": '''
-def max_params_that_fit(budget_bytes, dtype, margin=0.2):
-    if not 0 <= margin < 1:
-        raise ValueError("margin must be in [0, 1)")
-    return round(budget_bytes * (1 - margin) / dtype.itemsize)
-''',
-        "bytes per element from torch.finfo, which only knows floating-point dtypes": '''
-def max_params_that_fit(budget_bytes, dtype, margin=0.2):
-    if not 0 <= margin < 1:
-        raise ValueError("margin must be in [0, 1)")
-    return int(budget_bytes * (1 - margin)) // (torch.finfo(dtype).bits // 8)
 ''',
     },
 }
@@ -238,6 +195,17 @@ def amp_train_step(model, xb, yb, loss_fn, optimizer, scaler, device_type, dtype
     scaler.step(optimizer)
     scaler.update()
     optimizer.zero_grad()
+    return loss.item()
+''',
+        "unscale_ then optimizer.step(): a finite step is right, an overflowing one writes inf into the weights": '''
+def amp_train_step(model, xb, yb, loss_fn, optimizer, scaler, device_type, dtype):
+    optimizer.zero_grad()
+    with torch.autocast(device_type=device_type, dtype=dtype):
+        loss = loss_fn(model(xb), yb)
+    scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)
+    optimizer.step()
+    scaler.update()
     return loss.item()
 ''',
         "returns the loss tensor, not a Python float": '''
@@ -336,26 +304,6 @@ def param_memory_bytes(model, dtype):
     return sum(p.numel() * p.element_size() for p in model.parameters())
 ''',
     },
-    "max_params_that_fit": {
-        "rejects margin=0 (0 < margin instead of 0 <= margin)": '''
-def max_params_that_fit(budget_bytes, dtype, margin=0.2):
-    if not 0 < margin < 1:
-        raise ValueError("margin must be in (0, 1)")
-    return int(budget_bytes * (1 - margin)) // dtype.itemsize
-''',
-        "accepts margin=1 (margin <= 1 instead of margin < 1)": '''
-def max_params_that_fit(budget_bytes, dtype, margin=0.2):
-    if margin < 0 or margin > 1:
-        raise ValueError("margin must be in [0, 1]")
-    return int(budget_bytes * (1 - margin)) // dtype.itemsize
-''',
-        "applies the margin after dividing by the element size (rounds down twice)": '''
-def max_params_that_fit(budget_bytes, dtype, margin=0.2):
-    if not 0 <= margin < 1:
-        raise ValueError("margin must be in [0, 1)")
-    return int(budget_bytes // dtype.itemsize * (1 - margin))
-''',
-    },
 }
 
 # Correct answers written differently: they keep full marks.
@@ -416,21 +364,6 @@ def param_memory_bytes(model, dtype):
     total = sum(p.nelement() for p in unique.values()) * size
     print(f"{len(unique)} parameter tensors", file=sys.stderr)
     return int(total)
-''',
-    },
-    "max_params_that_fit": {
-        "math.floor of the division, the check written as two comparisons; prints": '''
-import math
-import sys
-
-
-def max_params_that_fit(budget_bytes, dtype, margin=0.2):
-    if margin < 0 or margin >= 1:
-        raise ValueError(f"margin {margin} is outside [0, 1)")
-    count = math.floor(budget_bytes * (1 - margin) / dtype.itemsize)
-    print(count)
-    print("computed", file=sys.stderr)
-    return count
 ''',
     },
 }
@@ -505,17 +438,17 @@ RULES = {
             "removes the hooks only when the forward pass succeeds (no finally)"],
     },
     "amp_train_step": {
-        "gradients cleared first": PITFALLS["amp_train_step"]["no zero_grad (gradients accumulate)"],
-        "forward inside autocast": PITFALLS["amp_train_step"]["the forward pass outside autocast"],
+        "this batch only": PITFALLS["amp_train_step"]["no zero_grad (gradients accumulate)"],
+        "under autocast": PITFALLS["amp_train_step"]["the forward pass outside autocast"],
         "the autocast asked for":
             PLAUSIBLE["amp_train_step"]["dtype hard-coded to float16 (the dtype argument ignored)"],
-        "backward on the scaled loss": PITFALLS["amp_train_step"]["backward on the unscaled loss"],
-        "the scaler steps": PITFALLS["amp_train_step"]["optimizer.step() instead of scaler.step(optimizer)"],
-        "then it updates": PITFALLS["amp_train_step"]["no scaler.update()"],
-        "no clipping": PLAUSIBLE["amp_train_step"][
+        "scaled gradients": PITFALLS["amp_train_step"]["backward on the unscaled loss"],
+        "a finite step is a float32 step": PLAUSIBLE["amp_train_step"][
             "clips the gradients before scaler.unscale_ (the threshold meets scaled gradients)"],
-        "the unscaled loss": PITFALLS["amp_train_step"]["returns the scaled loss"],
-        "a Python `float`": PLAUSIBLE["amp_train_step"]["returns the loss tensor, not a Python float"],
+        "an overflow changes nothing": PLAUSIBLE["amp_train_step"][
+            "unscale_ then optimizer.step(): a finite step is right, an overflowing one writes inf into the weights"],
+        "the scale adapts": PITFALLS["amp_train_step"]["no scaler.update()"],
+        "the batch's loss": PITFALLS["amp_train_step"]["returns the scaled loss"],
     },
     "param_memory_bytes": {
         "frozen ones too": PITFALLS["param_memory_bytes"]["counts only trainable parameters"],
@@ -528,22 +461,5 @@ def param_memory_bytes(model, dtype):
 ''',
         "bytes of `dtype`":
             PLAUSIBLE["param_memory_bytes"]["each parameter's own element_size(), not the dtype asked for"],
-        "a Python `int`": PLAUSIBLE["param_memory_bytes"][
-            "bytes per element from torch.finfo(dtype).bits / 8: a float, not an int"],
-    },
-    "max_params_that_fit": {
-        "the margin is kept free": PITFALLS["max_params_that_fit"]["ignores the margin"],
-        "default `margin=0.2`": '''
-def max_params_that_fit(budget_bytes, dtype, margin=0.1):
-    if not 0 <= margin < 1:
-        raise ValueError("margin must be in [0, 1)")
-    return int(budget_bytes * (1 - margin)) // dtype.itemsize
-''',
-        "bytes of `dtype`": PITFALLS["max_params_that_fit"]["ignores the dtype (4 bytes each)"],
-        "round down": HIDDEN_ONLY["max_params_that_fit"]["rounds to the nearest whole number instead of down"],
-        "`margin=0` is allowed":
-            PLAUSIBLE["max_params_that_fit"]["rejects margin=0 (0 < margin instead of 0 <= margin)"],
-        "`ValueError` outside `[0, 1)`": PITFALLS["max_params_that_fit"]["no ValueError for a margin outside [0, 1)"],
-        "a Python `int`": PITFALLS["max_params_that_fit"]["returns a float"],
     },
 }

@@ -150,6 +150,10 @@ def grad_norm(model):
 def grad_norm(model):
     return nn.utils.clip_grad_norm_(model.parameters(), float("inf"))
 ''',
+        "measures with clip_grad_norm_(..., inf), which turns every gradient into NaN when one is inf": '''
+def grad_norm(model):
+    return nn.utils.clip_grad_norm_(model.parameters(), float("inf")).item()
+''',
     },
     "find_nan_source": {
         "returns the whole error message": '''
@@ -436,6 +440,10 @@ def overfit_one_batch(model, batch, loss_fn, steps, lr):
 """,
     },
     "grad_norm": {
+        "nn.utils.get_total_norm on the gradients that exist": """
+def grad_norm(model):
+    return nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None]).item()
+""",
         "one float64 vector of every gradient": """
 def grad_norm(model):
     grads = [p.grad.detach().reshape(-1).double() for p in model.parameters() if p.grad is not None]
@@ -529,14 +537,12 @@ def find_nan_source(fn):
 # One wrong answer per rule bullet of each spec, breaking that rule alone.
 RULES = {
     "initial_loss_check": {
-        "the mean cross-entropy":
-            PLAUSIBLE["initial_loss_check"]["the summed loss (reduction='sum') instead of the mean"],
-        "eval mode": PITFALLS["initial_loss_check"]["runs the model in training mode, dropout on"],
+        "the loss": PLAUSIBLE["initial_loss_check"]["the summed loss (reduction='sum') instead of the mean"],
+        "the baseline": PITFALLS["initial_loss_check"]["compares with log10(C) instead of ln C"],
+        "both directions": PITFALLS["initial_loss_check"]["one-sided comparison accepts a loss far below ln C"],
+        "as at evaluation": PITFALLS["initial_loss_check"]["runs the model in training mode, dropout on"],
         "no graph": PITFALLS["initial_loss_check"]["builds a graph: no torch.no_grad()"],
         "mode restored": PITFALLS["initial_loss_check"]["leaves the model in eval mode"],
-        "ln C": PITFALLS["initial_loss_check"]["compares with log10(C) instead of ln C"],
-        "in either direction": PITFALLS["initial_loss_check"]["one-sided comparison accepts a loss far below ln C"],
-        "a Python `bool`": PITFALLS["initial_loss_check"]["returns a tensor instead of a bool"],
     },
     "overfit_one_batch": {
         "training mode": '''
@@ -552,7 +558,7 @@ def overfit_one_batch(model, batch, loss_fn, steps, lr):
     return loss.item()
 ''',
         "left in training mode": PLAUSIBLE["overfit_one_batch"]["puts the model back in the mode it arrived in"],
-        "one Adam optimizer": PITFALLS["overfit_one_batch"]["a new Adam optimizer on every step"],
+        "Adam at `lr`": PITFALLS["overfit_one_batch"]["a new Adam optimizer on every step"],
         "`steps` updates": '''
 def overfit_one_batch(model, batch, loss_fn, steps, lr):
     xb, yb = batch
@@ -565,18 +571,17 @@ def overfit_one_batch(model, batch, loss_fn, steps, lr):
         optimizer.step()
     return loss.item()
 ''',
-        "gradients cleared first": PLAUSIBLE["overfit_one_batch"][
+        "each step's own gradient": PLAUSIBLE["overfit_one_batch"][
             "zero_grad after the step, so gradients the model arrived with reach the first step"],
         "the last step's loss": PITFALLS["overfit_one_batch"]["returns a loss computed again after the loop"],
-        "a Python `float`": PITFALLS["overfit_one_batch"]["returns the loss tensor"],
     },
     "grad_norm": {
         "one vector": PITFALLS["grad_norm"]["adds the per-parameter norms"],
         "`None` skipped": PITFALLS["grad_norm"]["crashes on parameters whose grad is None"],
         "no gradient, `0.0`":
             HIDDEN_ONLY["grad_norm"]["crashes when no parameter has a gradient (torch.stack of an empty list)"],
-        "gradients untouched": PLAUSIBLE["grad_norm"]["clears the gradients after measuring them"],
-        "a Python `float`": PITFALLS["grad_norm"]["returns a tensor"],
+        "gradients untouched": PITFALLS["grad_norm"][
+            "measures with clip_grad_norm_(..., inf), which turns every gradient into NaN when one is inf"],
     },
     "find_nan_source": {
         "the backward node's name": PITFALLS["find_nan_source"]["returns the forward operation's name"],
