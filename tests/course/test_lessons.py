@@ -94,3 +94,23 @@ def test_pitfall_table_names_real_exercises(lesson):
     names = set(kit.exercises(load(lesson)))
     for exercise in kit.load_pitfalls(lesson):
         assert exercise in names, f"tests/course/pitfalls/{lesson}.py names unknown exercise {exercise}"
+
+
+MARKDOWN_BUDGET = 3000   # words a student reads in one sitting, folded sections left out
+FOLDED = re.compile(r"<details>.*?</details>", re.S)
+NOT_THEIRS = re.compile(r"cheat[- ]sheet|course(?:'s)? reading|\bthe reading\b", re.I)
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_a_lesson_reads_in_one_sitting(lesson):
+    """At most 3,000 words of markdown outside folded <details> sections."""
+    words = sum(len(FOLDED.sub(" ", cell.source).split()) for cell in load(lesson).cells
+                if cell.cell_type == "markdown")
+    assert words <= MARKDOWN_BUDGET, f"{lesson}: {words} words of markdown outside folded sections"
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_the_page_names_no_document_students_do_not_have(lesson):
+    """Students never get the course's reading or cheat-sheet: the lesson does not send them there."""
+    found = [cell.get("id") for cell in load(lesson).cells if NOT_THEIRS.search(cell.source)]
+    assert not found, f"{lesson}: cells {found} refer to the reading or the cheat-sheet"
