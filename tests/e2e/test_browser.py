@@ -57,7 +57,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -255,7 +254,7 @@ def lab(course_copy, tmp_path_factory, timings):
         json.dumps({**spec, "display_name": "Python 3 (ipykernel)"}))
     port = _free_port()
     args = f"--no-browser --port {port} --ServerApp.ip=127.0.0.1 --IdentityProvider.token={TOKEN}"
-    venv = Path(sys.executable).parent.parent
+    venv = kit.venv_path_for_make()
     jupyter_path = os.pathsep.join(filter(None, [str(home / "jupyter"), os.environ.get("JUPYTER_PATH")]))
     env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(home / "runtime"), JUPYTERLAB_SETTINGS_DIR=str(settings),
                JUPYTER_PATH=jupyter_path,

@@ -11,6 +11,8 @@ import os
 import re
 import shutil
 import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -191,3 +193,14 @@ def processes_left(matches, grace_s: float = 10.0) -> list[str]:
         if not left or time.monotonic() > deadline:
             return left
         time.sleep(0.2)
+
+
+def venv_path_for_make() -> str:
+    """This venv's folder as a make variable may hold it: make splits target names on spaces, so a venv in a
+    folder whose path has one (a clone in "/root/my course") is reached through a link in a folder without."""
+    venv = sys.prefix
+    if not any(ch.isspace() for ch in venv):
+        return venv
+    link = Path(tempfile.mkdtemp(prefix="pte-venv-link-")) / "venv"
+    link.symlink_to(venv, target_is_directory=True)
+    return str(link)
