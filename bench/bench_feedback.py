@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -34,6 +35,7 @@ from tests.support import coursekit as kit
 
 COURSE_ID = "pte"
 CONFIG = """
+c.CourseDirectory.course_id = "pte"
 c.PTEFeedback.assignments = [{lesson!r}]
 c.PTEFeedback.cooldown_s = 0.0
 c.PTEFeedback.max_per_assignment = 1000
@@ -52,9 +54,29 @@ def nbgrader(cwd: Path, exchange: Path, *args: str, user: str | None = None, che
                           cwd=cwd, env=env, capture_output=True, text=True, check=check)
 
 
-def feedback_count(home: Path, exchange: Path, user: str, lesson: str) -> int:
-    nbgrader(home, exchange, "fetch_feedback", lesson, user=user)
-    return len(list((home / lesson / "feedback").glob(f"*/{lesson}.html")))
+def submit(home: Path, exchange: Path, user: str, lesson: str) -> Path:
+    """``nbgrader submit`` as the student; the exchange page its feedback will have (what fetch_feedback looks
+    for: the notebook's hash with the submission's secret)."""
+    from nbgrader.utils import notebook_hash
+
+    inbound = exchange / COURSE_ID / "inbound"
+    before = set(inbound.iterdir()) if inbound.is_dir() else set()
+    nbgrader(home, exchange, "submit", lesson, user=user)
+    [new] = [p for p in inbound.iterdir() if p not in before and p.name.startswith(f"{user}+")]
+    secret = (new / "submission_secret.txt").read_text()
+    return exchange / COURSE_ID / "feedback" / f"{notebook_hash(secret=secret, notebook_id=lesson)}.html"
+
+
+def wait_for(pages: dict[str, Path], timeout: float = 1800, not_this: str = "will be graded") -> dict[str, float]:
+    """user -> when (monotonic) their page held graded feedback (an early page says when it will be graded)."""
+    done: dict[str, float] = {}
+    deadline = time.monotonic() + timeout
+    while len(done) < len(pages) and time.monotonic() < deadline:
+        for user, page in pages.items():
+            if user not in done and page.is_file() and not_this not in page.read_text(errors="replace"):
+                done[user] = time.monotonic()
+        time.sleep(0.05)
+    return done
 
 
 def student(tmp: Path, exchange: Path, user: str, lesson: str, nb) -> Path:
@@ -63,19 +85,6 @@ def student(tmp: Path, exchange: Path, user: str, lesson: str, nb) -> Path:
     nbgrader(home, exchange, "fetch_assignment", lesson, user=user)
     nbformat.write(nb, home / lesson / f"{lesson}.ipynb")
     return home
-
-
-def wait_for_feedback(homes: dict[str, Path], exchange: Path, lesson: str, want: dict[str, int],
-                      timeout: float = 1800) -> dict[str, float]:
-    """user -> when (monotonic) their feedback count reached ``want``."""
-    done: dict[str, float] = {}
-    deadline = time.monotonic() + timeout
-    while len(done) < len(want) and time.monotonic() < deadline:
-        for user in want:
-            if user not in done and feedback_count(homes[user], exchange, user, lesson) >= want[user]:
-                done[user] = time.monotonic()
-        time.sleep(0.2)
-    return done
 
 
 def main(argv=None) -> None:
@@ -104,37 +113,43 @@ def main(argv=None) -> None:
     try:
         print(f"lesson {lesson}, jobs {args.jobs}, {os.cpu_count()} CPUs; service log {tmp / 'service.log'}")
         # the first grading makes the reference, as a running service has it already
-        nbgrader(homes["single"], exchange, "submit", lesson, user="single")
         began = time.monotonic()
-        wait_for_feedback(homes, exchange, lesson, {"single": 1})
+        wait_for({"single": submit(homes["single"], exchange, "single", lesson)})
         print(f"warm-up (reference made): {time.monotonic() - began:.1f} s")
 
         totals = []
-        for round_ in range(args.single):
+        for _ in range(args.single):
             time.sleep(1.1)   # nbgrader's timestamps have seconds
             submitted = time.monotonic()
-            nbgrader(homes["single"], exchange, "submit", lesson, user="single")
-            reached = wait_for_feedback(homes, exchange, lesson, {"single": round_ + 2})["single"]
-            totals.append(reached - submitted)
+            page = submit(homes["single"], exchange, "single", lesson)
+            totals.append(wait_for({"single": page})["single"] - submitted)
+        fetched = nbgrader(homes["single"], exchange, "fetch_feedback", lesson, user="single", check=False)
+        got = len(list((homes["single"] / lesson / "feedback").glob(f"*/{lesson}.html")))
+        print(f"single submission -> feedback fetchable: median {statistics.median(totals):.1f} s "
+              f"(min {min(totals):.1f}, max {max(totals):.1f}) over {len(totals)}; nbgrader fetch_feedback then "
+              f"brought {got} pages (exit {fetched.returncode})")
         queue = Queue(root / STATE_DIR / "queue.sqlite", None)
         rows = [e for e in queue.entries() if e.student == "single"][1:]
-        print(f"single submission -> feedback fetchable: median {statistics.median(totals):.1f} s "
-              f"(min {min(totals):.1f}, max {max(totals):.1f}) over {len(totals)}")
         finished = dict(queue.db.execute("SELECT inbound, finished FROM submissions").fetchall())
         for entry in rows:
-            print(f"  queued after noticing -> taken {entry.started - entry.noticed:5.2f} s, "
+            print(f"  noticed -> taken {entry.started - entry.noticed:5.2f} s, "
                   f"taken -> graded and returned {finished[entry.inbound] - entry.started:5.2f} s")
-        print("  (noticing: up to one poll, 0.2 s, after the submit; fetching: the rest of each total)")
+        print("  (noticing: within one poll, 0.2 s, of the submit; the rest of each total is the submit itself)")
 
         time.sleep(1.1)
         first = time.monotonic()
-        for user in users:
-            nbgrader(homes[user], exchange, "submit", lesson, user=user)
+        pages = {user: submit(homes[user], exchange, user, lesson) for user in users}
         submitted_in = time.monotonic() - first
-        reached = wait_for_feedback(homes, exchange, lesson, dict.fromkeys(users, 1))
+        last_submit = time.monotonic()
+        reached = wait_for(pages)
         burst = max(reached.values()) - first
-        print(f"burst: {len(users)} submissions in {submitted_in:.1f} s; last feedback fetchable after {burst:.1f} s "
+        print(f"burst: {len(users)} submissions in {submitted_in:.1f} s; last feedback fetchable {burst:.1f} s after "
+              f"the first submit, {max(reached.values()) - last_submit:.1f} s after the last "
               f"({len(reached)} of {len(users)} got it)")
+        runs = re.findall(r"(\d+) submission\(s\) of \S+ served in ([\d.]+) s", (tmp / "service.log").read_text())
+        burst_runs = runs[1 + args.single:]
+        print(f"  graded in {len(burst_runs)} runs of the grading command: "
+              + ", ".join(f"{n} in {t} s" for n, t in burst_runs))
     finally:
         service.terminate()
         service.wait(timeout=60)
@@ -150,7 +165,7 @@ def main(argv=None) -> None:
                    capture_output=True, text=True, check=False)
     command = time.monotonic() - started
     print(f"grading command, the same {len(users)} notebooks in one run: {command:.1f} s; "
-          f"burst / command = {burst / command:.2f} (target at most 1.3)")
+          f"burst (from the first submit) / command = {burst / command:.2f} (target at most 1.3)")
 
 
 if __name__ == "__main__":
