@@ -64,9 +64,11 @@ class Entry:
 
 
 def parse_inbound(name: str) -> tuple[str, str, str] | None:
-    """(student, assignment, timestamp) of an exchange inbound folder's name, or None when it is not one."""
+    """(student, assignment, timestamp) of an exchange inbound folder's name, or None when it is not one. The
+    student and the assignment name folders the service writes (``submitted/<student>/<assignment>``): one
+    that starts with a dot (``..``) is refused."""
     parts = name.split("+")
-    if len(parts) not in (3, 4) or not all(parts[:3]):
+    if len(parts) not in (3, 4) or not all(parts[:3]) or parts[0].startswith(".") or parts[1].startswith("."):
         return None
     return parts[0], parts[1], parts[2]
 

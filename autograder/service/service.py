@@ -23,6 +23,7 @@ from __future__ import annotations
 import html
 import logging
 import os
+import pwd
 import shutil
 import subprocess
 import sys
@@ -30,7 +31,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from traitlets import Float, Integer, List, Unicode
+from traitlets import Bool, Float, Integer, List, Unicode
 from traitlets.config import Configurable
 
 from ..course import nbgrader_cmd
@@ -61,6 +62,23 @@ class PTEFeedback(Configurable):
                     ).tag(config=True)
     grade_args = List(Unicode(), default_value=[],
                       help="extra options of the grading command (e.g. ['--jobs', '1'])").tag(config=True)
+    check_owner = Bool(False, help="each student is a Unix user of that name (a hub with local users): a "
+                       "submission folder another user made in the student's name is ignored").tag(config=True)
+
+
+def spoofed(folder: Path, student: str) -> str:
+    """Why ``folder`` in the inbound exchange is not ``student``'s own ("" when it is): where each student is a
+    Unix user, the folder nbgrader's submit made belongs to them. The inbound folder is writable by every
+    student, so without this anyone could submit in a classmate's name (and spend the classmate's cooldown)."""
+    try:
+        owner = os.lstat(folder).st_uid
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    try:
+        expected = pwd.getpwnam(student).pw_uid
+    except KeyError:
+        return f"no Unix user is named {student!r}"
+    return "" if owner == expected else f"made by uid {owner}, not by {student} (uid {expected})"
 
 
 @dataclass
@@ -71,6 +89,7 @@ class Service:
     settings: PTEFeedback
     queue: Queue = field(init=False)
     work: Path = field(init=False)
+    ignored: set[str] = field(init=False, default_factory=set)   # inbound folders not their student's
 
     def __post_init__(self):
         self.course = Path(self.course).resolve()
@@ -110,7 +129,12 @@ class Service:
         added = []
         for name in sorted(os.listdir(self.inbound)):
             parts = name.split("+")
-            if len(parts) < 3 or parts[1] not in self.settings.assignments:
+            if len(parts) < 3 or parts[1] not in self.settings.assignments or name in self.ignored:
+                continue
+            why = spoofed(self.inbound / name, parts[0]) if self.settings.check_owner else ""
+            if why:
+                self.ignored.add(name)
+                log.warning("%s: ignored, not the student's own submission: %s", name, why)
                 continue
             entry = self.queue.add(name, now)
             if entry is None:

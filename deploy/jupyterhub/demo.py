@@ -58,6 +58,7 @@ c.PTEFeedback.cooldown_s = {cooldown_s!r}
 c.PTEFeedback.max_per_assignment = 10
 c.PTEFeedback.max_per_day = 20
 c.PTEFeedback.poll_s = 1.0
+c.PTEFeedback.check_owner = {own_users!r}
 """
 
 
@@ -208,7 +209,7 @@ def prepare(state: Path, lessons: list[str], cooldown_s: float) -> dict:
         course.mkdir()
         config = (REPO / "nbgrader_config.py").read_text()
         (course / "nbgrader_config.py").write_text(config + DEMO_SETTINGS.format(
-            exchange=str(exchange), lessons=lessons, cooldown_s=cooldown_s))
+            exchange=str(exchange), lessons=lessons, cooldown_s=cooldown_s, own_users=own_users))
         for lesson in lessons:
             shutil.copytree(REPO / "solutions" / lesson, course / "solutions" / lesson)
         course.chmod(0o755)

@@ -99,3 +99,28 @@ def test_a_batch_is_one_assignment_each_student_once_in_round_robin_order(tmp_pa
     assert [(e.student, e.assignment) for e in batch] == [("bob", "01_x"), ("dan", "01_x"), ("ann", "01_x")]
     assert [(e.student, e.assignment) for e in queue.take_batch(10, T0 + 10)] == [("cat", "02_y")]
     assert queue.take_batch(10, T0 + 10) == []
+
+
+def test_a_name_that_would_leave_the_service_folders_is_not_a_submission(tmp_path):
+    queue = make(tmp_path)
+    assert parse_inbound("..+01_x+stamp") is None and parse_inbound("ann+..+stamp") is None
+    assert queue.add("..+01_x+2026-12-05 10:00:01 UTC+abc", T0) is None
+
+
+def test_a_folder_made_in_a_classmates_name_is_spoofed(tmp_path):
+    """Where students are Unix users, the owner of the inbound folder must be the student it names (made here
+    as root for the user nobody, then given to nobody)."""
+    import os
+
+    import pytest
+
+    from autograder.service.service import spoofed
+
+    if os.geteuid() != 0:
+        pytest.fail("this test gives a folder to another user, as root (`make test` runs as root on CI and here)")
+    folder = tmp_path / "nobody+01_x+stamp+abc"
+    folder.mkdir()
+    assert spoofed(folder, "nobody").startswith("made by uid 0, not by nobody")
+    os.chown(folder, 65534, 65534)
+    assert spoofed(folder, "nobody") == ""
+    assert spoofed(folder, "pte-no-such-user") == "no Unix user is named 'pte-no-such-user'"
