@@ -21,6 +21,7 @@ graded, or why it will not; it is replaced by the graded one when that comes.
 from __future__ import annotations
 
 import html
+import json
 import logging
 import os
 import pwd
@@ -180,9 +181,10 @@ class Service:
     def grade(self, entries: list[Entry]) -> dict[str, tuple[str, str]]:
         """Run the grading command once for these students' submissions of one assignment; student ->
         (status, reason) from its report."""
-        import json
-
         assignment = entries[0].assignment
+        (self.work / "grading-report.json").unlink(missing_ok=True)   # a run that fails must not read the last one's
+        for entry in entries:   # nor release the feedback of a student's earlier submission for this one
+            shutil.rmtree(self.feedback_dir(entry), ignore_errors=True)
         cmd = [sys.executable, "-m", "autograder", "grade", "--course", str(self.work), "--assignment", assignment,
                *[arg for e in entries for arg in ("--student", e.student)], *self.settings.grade_args]
         done = subprocess.run(cmd, capture_output=True, text=True)
@@ -268,6 +270,11 @@ class Service:
         verdicts = self.grade(ready) if ready else {}
         for entry in ready:
             status, reason = verdicts[entry.student]
+            if not any(self.feedback_dir(entry).glob("*.html")):   # the grading command wrote none: say so
+                self.early_feedback(entry, f"this submission could not be graded ({status}: {reason[:200]}); "
+                                           "your instructor's grading will grade it")
+                self.queue.finish(entry.inbound, status, reason)
+                continue
             try:
                 self.release(entry)
             except OSError as exc:

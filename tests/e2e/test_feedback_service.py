@@ -5,7 +5,8 @@ proxy and the browser are not part of this test).
 One student submits a wrong answer and fetches feedback that names the failed hidden check's hint and none of
 its values; resubmits inside the cooldown and at once gets a page saying when it will be graded; is graded then,
 with full marks. Another student's submission that is a symbolic link to the solutions is refused, and
-changes nothing for the first. The service stopped while grading and started again loses nothing.
+changes nothing for the first; a third's submission without its notebook is told it could not be graded, and
+why. The service stopped while grading and started again loses nothing.
 """
 from __future__ import annotations
 
@@ -53,7 +54,7 @@ def test_feedback_on_submit(tmp_path):
     exchange = tmp_path / "exchange"
     exchange.mkdir()
     nbgrader(root, exchange, "release_assignment", LESSON)
-    homes = {user: tmp_path / user for user in ("ann", "bob")}
+    homes = {user: tmp_path / user for user in ("ann", "bob", "cat")}
     for user, home in homes.items():
         home.mkdir()
         nbgrader(home, exchange, "fetch_assignment", LESSON, user=user)
@@ -74,11 +75,15 @@ def test_feedback_on_submit(tmp_path):
     bob_inbound = next(p for p in (exchange / COURSE_ID / "inbound").iterdir() if p.name.startswith("bob+"))
     (bob_inbound / bob_nb.name).unlink()
     (bob_inbound / bob_nb.name).symlink_to(root / "solutions" / LESSON / f"{LESSON}.ipynb")
+    # cat: the notebook is gone from the submission (the grading command reports it missing, with no feedback)
+    nbgrader(homes["cat"], exchange, "submit", LESSON, user="cat")
+    cat_inbound = next(p for p in (exchange / COURSE_ID / "inbound").iterdir() if p.name.startswith("cat+"))
+    (cat_inbound / bob_nb.name).unlink()
 
     start = time.time()
-    assert len(service.notice(start)) == 2
+    assert len(service.notice(start)) == 3
     served = service.serve_one(start)     # one batch: both students, one grading run
-    assert sorted(e.student for e in served) == ["ann", "bob"]
+    assert sorted(e.student for e in served) == ["ann", "bob", "cat"]
     by_student = {e.student: service.queue.get(e.inbound) for e in served}
     assert by_student["bob"].status == "refused" and "symbolic link" in by_student["bob"].reason
     assert by_student["ann"].status == "graded", by_student["ann"]
@@ -86,6 +91,8 @@ def test_feedback_on_submit(tmp_path):
     text = feedback_of(homes["ann"], exchange, "ann")[-1]
     assert "HiddenTestFailed" in text and "Hint:" in text, text[-3000:]
     assert "symbolic link" in feedback_of(homes["bob"], exchange, "bob")[-1]
+    assert by_student["cat"].status == "missing", by_student["cat"]
+    assert "could not be graded (missing" in feedback_of(homes["cat"], exchange, "cat")[-1]
     labels = [entry["label"] for entry in protocol.Reference.read(
         root / "solutions" / LESSON / protocol.REFERENCE_FILE).cells["test_independent_copy"]]
     assert not [label for label in labels if label in text], "a hidden check's label (its inputs) is in the feedback"
