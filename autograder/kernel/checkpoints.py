@@ -160,6 +160,23 @@ def plot_val_curves(runs: Mapping[str, Mapping[str, list]], *, resume_epoch: int
 
 # ---------------------------------------------------------------- visible checks of the lesson's exercises
 
+def _probe_net() -> nn.Module:
+    return nn.Sequential(nn.Linear(3, 8, bias=False), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 2))
+
+
+def _trained_probe(seed: int) -> tuple[nn.Module, torch.optim.Optimizer]:
+    """The checks' probe after three AdamW steps from ``seed``: weights, buffers and optimizer state all moved."""
+    torch.manual_seed(seed)
+    net = _probe_net()
+    opt = torch.optim.AdamW(net.parameters(), lr=1e-2)
+    xb, yb = torch.randn(16, 3), torch.randint(0, 2, (16,))
+    for _ in range(3):
+        opt.zero_grad()
+        nn.functional.cross_entropy(net(xb), yb).backward()
+        opt.step()
+    return net, opt
+
+
 def check_save_checkpoint(fn) -> None:
     """Visible checks of exercise 1: one save of a trained BatchNorm model, read back with weights_only=True."""
     import contextlib
@@ -169,14 +186,7 @@ def check_save_checkpoint(fn) -> None:
 
     from autograder.kernel import checks
 
-    torch.manual_seed(5)
-    tnet = nn.Sequential(nn.Linear(3, 8, bias=False), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 2))
-    topt = torch.optim.AdamW(tnet.parameters(), lr=1e-2)
-    txb, tyb = torch.randn(16, 3), torch.randint(0, 2, (16,))
-    for _ in range(3):
-        topt.zero_grad()
-        nn.functional.cross_entropy(tnet(txb), tyb).backward()
-        topt.step()
+    tnet, topt = _trained_probe(5)
     rng_at_save = torch.get_rng_state()
     unsafe = []
     with tempfile.TemporaryDirectory() as tmp, contextlib.chdir(tmp):
@@ -262,25 +272,14 @@ def check_load_checkpoint(fn) -> None:
 
     from autograder.kernel import checks
 
-    def probe_net():
-        return nn.Sequential(nn.Linear(3, 8, bias=False), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 2))
-
-
-    torch.manual_seed(6)
-    tnet = probe_net()
-    topt = torch.optim.AdamW(tnet.parameters(), lr=1e-2)
-    txb, tyb = torch.randn(16, 3), torch.randint(0, 2, (16,))
-    for _ in range(3):
-        topt.zero_grad()
-        nn.functional.cross_entropy(tnet(txb), tyb).backward()
-        topt.step()
+    tnet, topt = _trained_probe(6)
     written = {"model": tnet.state_dict(), "optimizer": topt.state_dict(), "epoch": 7,
                "rng_state": torch.get_rng_state(), "best_val_loss": 0.25}
     with tempfile.TemporaryDirectory() as tmp, contextlib.chdir(tmp):
         torch.save(written, "ckpt.pt")
         next_draws = torch.rand(4)
         torch.manual_seed(60)
-        tnet2 = probe_net()
+        tnet2 = _probe_net()
         topt2 = torch.optim.AdamW(tnet2.parameters(), lr=1e-2)
         epoch = checks.call(fn, "ckpt.pt", tnet2, topt2)
         draws_after_load = torch.rand(4)
