@@ -29,7 +29,9 @@ import nbformat
 import pytest
 from test_lab import free_port, get_json
 
-from autograder import course, edition
+from autograder import course
+from autograder.edition import build, contents, pins
+from autograder.edition.errors import EditionError
 from autograder.kernel import protocol, selfcheck
 
 import coursekit as kit
@@ -145,7 +147,8 @@ def secrets() -> dict[str, set[str]]:
 def forbidden_files() -> dict[str, str]:
     """sha256 -> course path of every file that must not ship: instructor tools, solutions, tests."""
     paths = [*(kit.REPO / "autograder" / "grading").rglob("*.py"),
-             *(kit.REPO / "autograder" / name for name in ("course.py", "__main__.py", "edition.py")),
+             *(kit.REPO / "autograder" / "edition").rglob("*.py"),
+             *(kit.REPO / "autograder" / name for name in ("course.py", "__main__.py")),
              *(p for p in (kit.REPO / "solutions").rglob("*") if p.is_file()),
              *(p for p in (kit.REPO / "tests").rglob("*") if p.is_file() and "__pycache__" not in p.parts)]
     return {hashlib.sha256(p.read_bytes()).hexdigest(): str(p.relative_to(kit.REPO)) for p in paths}
@@ -198,7 +201,7 @@ def built(tmp_path_factory):
     dest = tmp_path_factory.mktemp("edition") / "pytorch-essentials-student"
     args = [a for lesson in LESSONS for a in ("--lesson", lesson)]
     start = time.monotonic()
-    assert edition.main([str(dest), "--git", *args]) == 0
+    assert build.main([str(dest), "--git", *args]) == 0
     TIMINGS["build"] = time.monotonic() - start
     return dest
 
@@ -311,7 +314,7 @@ def reachable_modules(root: Path) -> set[str]:
 
 def test_edition_holds_what_students_need(built):
     assert {p.name for p in built.iterdir()} == TOP_LEVEL
-    for name in edition.LICENCE_FILES:
+    for name in contents.LICENCE_FILES:
         assert (built / name).read_bytes() == (kit.REPO / name).read_bytes(), f"{name} must ship unchanged"
         assert f"`{name}`" in (built / "README.md").read_text(), f"the student README must name {name}"
     assert sorted(p.name for p in (built / "notebooks").iterdir()) == LESSONS
@@ -335,8 +338,9 @@ def test_edition_leaves_out_instructor_material(built):
     for part in ("solutions", "tests", "grading", "gradebook.db", "submitted", "autograded", "feedback",
                  "exchange", ".venv", "__pycache__", ".ipynb_checkpoints", "nbgrader_config.py", "bench", ".ci"):
         assert not any(part in Path(n).parts for n in names), f"{part} shipped"
-    for name in ("autograder/course.py", "autograder/__main__.py", "autograder/edition.py", "data/build_digits.py"):
+    for name in ("autograder/course.py", "autograder/__main__.py", "data/build_digits.py"):
         assert name not in names
+    assert not any(n.startswith("autograder/edition/") for n in names), "the edition's builder shipped"
     assert not any(Path(n).name == course.REFERENCE_FILE for n in names)
     left_out = [p.name for p in (kit.REPO / "data").iterdir() if p.is_file() and p.name not in
                 {q.name for q in (built / "data").iterdir()}]
@@ -377,18 +381,18 @@ def test_git_history_holds_only_the_edition(built):
 
 
 def test_pins_are_the_course_pins(built):
-    pins = edition.course_pins()
+    course_pins = pins.course_pins()
     student = {}
     for line in (built / "requirements.txt").read_text().splitlines():
         if line and not line.startswith("#"):
             name, version = line.split("==")
             student[name] = version
-    assert set(edition.STUDENT_PACKAGES) <= set(student)
-    assert all(pins[name] == version for name, version in student.items()), "a pin drifted from the course's"
+    assert set(pins.STUDENT_PACKAGES) <= set(student)
+    assert all(course_pins[name] == version for name, version in student.items()), "a pin drifted from the course's"
     env = (built / "environment.yml").read_text()
     conda = dict(re.findall(r"^  - ([A-Za-z0-9_.\-]+)=([^\s#]+)", env, re.M))
     assert conda.pop("python") == "3.11"
-    assert {edition.CONDA_NAMES.get(n, n): v for n, v in student.items()} == conda
+    assert {pins.CONDA_NAMES.get(n, n): v for n, v in student.items()} == conda
     assert not {"pytest", "nbval", "psycopg2-binary", "scikit-learn", "psutil"} & set(student)
 
 
@@ -397,19 +401,19 @@ def test_dest_must_be_new_empty_or_an_edition(tmp_path):
     other = tmp_path / "somebody-elses"
     other.mkdir()
     (other / "keep.txt").write_text("mine")
-    with pytest.raises(edition.EditionError, match="not empty"):
-        edition.build(other, LESSONS[:1])
+    with pytest.raises(EditionError, match="not empty"):
+        build.build(other, LESSONS[:1])
     assert (other / "keep.txt").read_text() == "mine"
-    with pytest.raises(edition.EditionError, match="outside the course"):
-        edition.build(kit.REPO / "notebooks" / "edition", LESSONS[:1])
+    with pytest.raises(EditionError, match="outside the course"):
+        build.build(kit.REPO / "notebooks" / "edition", LESSONS[:1])
     assert not (kit.REPO / "notebooks" / "edition").exists()
 
     again = tmp_path / "again"
-    edition.build(again, LESSONS[:1], git=True)
+    build.build(again, LESSONS[:1], git=True)
     assert sorted(p.name for p in (again / "notebooks").iterdir()) == LESSONS[:1]
     assert kernel_modules(again) == reachable_modules(again), "an edition of some lessons carries only their helpers"
     (again / "stray.txt").write_text("left over")
-    edition.build(again, LESSONS[:1], git=True)
+    build.build(again, LESSONS[:1], git=True)
     assert not (again / "stray.txt").exists()
     log = subprocess.run(["git", "log", "--format=%s"], cwd=again, capture_output=True, text=True, check=True)
     assert len(log.stdout.splitlines()) == 1, "an unchanged rebuild makes no new commit"
