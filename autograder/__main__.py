@@ -4,9 +4,10 @@ from __future__ import annotations
 import argparse
 import sys
 
+from autograder.grading import cli as grading_cli
+from autograder.grading.report import finish as grading_finish
+
 from . import course
-from .grading import cli as grading_cli
-from .grading import finish as grading_finish
 
 
 def main(argv: list[str] | None = None) -> int:

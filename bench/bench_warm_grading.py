@@ -136,7 +136,7 @@ def first_cell_latency(rounds: int = 5) -> None:
               "        await km.shutdown_kernel(now=True)\n"
               "asyncio.run(main(*sys.argv[1:]))\n" % rounds)
     clients = {"jupyter_client's client": "jupyter_client.asynchronous.AsyncKernelClient",
-               "the grader's client": "autograder.grading.kernel_client.ReadyClient"}
+               "the grader's client": "autograder.grading.run.kernel_client.ReadyClient"}
     for name in ("python3", "pte-warm"):
         for label, client in clients.items():
             done = subprocess.run([sys.executable, "-c", script, name, client], capture_output=True, text=True,

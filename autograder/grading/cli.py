@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import shards
-from .settings import default
+from autograder.grading.plan import shards
+from autograder.grading.plan.settings import default
 
 
 def add_parser(commands) -> None:
@@ -53,7 +53,10 @@ OVERRIDES = ("assignments", "students", "jobs", "timeout_s", "cell_timeout_s", "
 
 
 def run(args, parser) -> int:
-    from .pipeline import UsageError, grade  # the Jupyter packages load here, once a grade is asked for
+    from autograder.grading.pipeline import (  # the Jupyter packages load here, once a grade is asked for
+        UsageError,
+        grade,
+    )
 
     overrides = {name: getattr(args, name) for name in OVERRIDES}
     if args.shard:

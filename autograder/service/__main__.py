@@ -6,7 +6,8 @@ import argparse
 import logging
 from pathlib import Path
 
-from ..grading.planning import load_coursedir
+from autograder.grading.plan.planning import load_coursedir
+
 from .service import PTEFeedback, Service
 
 

@@ -35,11 +35,12 @@ from pathlib import Path
 from traitlets import Bool, Float, Integer, List, Unicode
 from traitlets.config import Configurable
 
+from autograder.grading.intake import collect
+from autograder.grading.judging.reference import CACHE_DIR
+from autograder.grading.plan.planning import GRADING_DIR, load_coursedir
+from autograder.grading.plan.settings import MAX_NOTEBOOK_BYTES, MAX_TIMESTAMP_BYTES
+
 from ..course import nbgrader_cmd
-from ..grading import collect
-from ..grading.planning import GRADING_DIR, load_coursedir
-from ..grading.reference import CACHE_DIR
-from ..grading.settings import MAX_NOTEBOOK_BYTES, MAX_TIMESTAMP_BYTES
 from ..grading.status import SubmissionError
 from .queue import Entry, Limits, Queue
 

@@ -48,7 +48,7 @@ import nbformat
 import pytest
 
 from autograder import course, warm
-from autograder.grading import judge
+from autograder.grading.judging import judge
 from autograder.kernel import protocol
 
 import coursekit as kit

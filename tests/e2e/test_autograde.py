@@ -44,9 +44,9 @@ import pytest
 from test_cross_cpu import EMULATED_CPU
 
 from autograder import course, warm
-from autograder.grading import judge
-from autograder.grading.planning import GRADING_DIR
-from autograder.grading.reference import CACHE_DIR
+from autograder.grading.judging import judge
+from autograder.grading.judging.reference import CACHE_DIR
+from autograder.grading.plan.planning import GRADING_DIR
 from autograder.kernel import protocol
 
 import coursekit as kit

@@ -12,7 +12,7 @@ the emulated CPU (another machine changes both at once; one run proves both), an
 the rounding jitter (test_rounding_jitter.py).
 
 The round trip (test_autograde.py) grades a whole course under the emulated CPU with both
-graders, and there the judge (``autograder/grading/judge.py``) accepts the grading command's own
+graders, and there the judge (``autograder/grading/judging/judge.py``) accepts the grading command's own
 run of each solution under the emulated CPU against the stored reference, and the other way round.
 
 Emulating CPUs one by one cannot prove "any CPU": no machine here runs AVX-512 code, and the emulated

@@ -25,7 +25,7 @@ import psutil
 import pytest
 
 from autograder import course
-from autograder.grading import cgroups
+from autograder.grading.isolate import cgroups
 
 import coursekit as kit
 from test_grading import FULL, LESSON, ensure_bubblewrap
@@ -152,7 +152,7 @@ def test_the_recording_process_outlives_a_failed_batch_and_is_replaced_when_it_d
     """nbgrader's recording step runs in one process, batch after batch. A batch nbgrader cannot record comes
     back as an error and the process goes on; a process that died is started again; and a batch records and
     returns feedback to its own students only."""
-    from autograder.grading import recording
+    from autograder.grading.record import recording
 
     root, *_ = graded
     staged = root / ".grading" / "staged"

@@ -24,7 +24,7 @@ import nbformat
 import pytest
 
 from autograder import course
-from autograder.grading import sandbox
+from autograder.grading.isolate import sandbox
 from autograder.kernel import protocol
 
 import coursekit as kit
@@ -44,14 +44,15 @@ ZERO = {n: 0.0 for n in EXERCISES}
 # Every trick below is something a student who read autograder/ could try. Each one makes the
 # visible checks pass in the student's own kernel; none of them may earn an unsolved exercise.
 NOOP_HELPERS = (
-    "def _x(_=exec(\"import autograder.kernel.checks as c\\n"
+    "def _x(_=exec(\"import autograder.kernel.checks, autograder.kernel.hidden\\n"
     "class _Quiet:\\n    def __getattr__(self, name):\\n        return lambda *a, **k: None\\n"
-    "for n in list(vars(c)):\\n    if not n.startswith('_') and callable(getattr(c, n)):\\n"
-    "        setattr(c, n, lambda *a, **k: _Quiet())\")):\n    pass\n")
+    "for c in (autograder.kernel.checks, autograder.kernel.hidden):\\n"
+    "    for n in list(vars(c)):\\n        if not n.startswith('_') and callable(getattr(c, n)):\\n"
+    "            setattr(c, n, lambda *a, **k: _Quiet())\")):\n    pass\n")
 TENSOR_SUB = "import torch\ntorch.Tensor.__sub__ = lambda self, other: torch.zeros_like(self)\n"
-REPLACE_CODE = ("from autograder.kernel import checks as _c\n"
-                "for _name in ('check_tensor', 'expect', 'check_type', 'call', 'hidden'):\n"
-                "    getattr(_c, _name).__code__ = (lambda *a, **k: None).__code__\n")
+REPLACE_CODE = ("from autograder.kernel import checks as _c, hidden as _h\n"
+                "for _f in (_c.check_tensor, _c.expect, _c.check_type, _c.call, _h.HiddenTests.__init__):\n"
+                "    _f.__code__ = (lambda *a, **k: None).__code__\n")
 SHELL_CLASS_PATCH = (
     "from IPython.core.interactiveshell import InteractiveShell\n"
     "_original = InteractiveShell.run_cell\n"

@@ -19,9 +19,10 @@ import nbformat
 import pytest
 from jupyter_client.kernelspec import KernelSpecManager
 
-from autograder.grading import runner, sandbox
-from autograder.grading.kernel_client import SandboxedKernelManager
-from autograder.grading.settings import Limits
+from autograder.grading.isolate import sandbox
+from autograder.grading.plan.settings import Limits
+from autograder.grading.run import runner
+from autograder.grading.run.kernel_client import SandboxedKernelManager
 from autograder.grading.status import Status
 from autograder.warm import KERNEL_NAME, isolate
 from autograder.warm.__main__ import SPEC_DIR

@@ -223,7 +223,7 @@ def test_a_kernel_stays_in_its_cpuset(graded):
 def test_the_runtime_folder_is_a_small_tmpfs(graded):
     """The runtime folder (connection file, sockets) is the one folder a kernel shares with the grader: as
     root it is a tmpfs of its own, so a kernel that writes 64 MB there stops at its cap, on no host disk."""
-    from autograder.grading import settings
+    from autograder.grading.plan import settings
 
     root, _, _ = graded
     nb = nbformat.read(root / "autograded" / "widens-affinity" / LESSON / f"{LESSON}.ipynb", as_version=4)

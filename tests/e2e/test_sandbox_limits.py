@@ -25,7 +25,7 @@ import pytest
 
 from autograder import course
 
-IMPORTS = "autograder.grading.sandbox", "autograder.grading.settings"
+IMPORTS = "autograder.grading.isolate.sandbox", "autograder.grading.plan.settings"
 
 FORKS = """
 import os, sys, time
@@ -45,7 +45,8 @@ time.sleep(4.5)
 AS_GRADER = """
 import json, subprocess, sys
 from pathlib import Path
-from autograder.grading import sandbox, settings
+from autograder.grading.isolate import sandbox
+from autograder.grading.plan import settings
 base = Path(sys.argv[1])
 assert "site" in Path(sandbox.__file__).parts, sandbox.__file__   # the copy, never the checkout
 limits = settings.Settings(course=base, cell_timeout_s=60).limits()   # no nbgrader config to read

@@ -1,7 +1,7 @@
 """One isolation policy, two mechanisms: what a kernel sees from inside its sandbox, cold and warm, compared.
 
 A cold grading kernel is sandboxed by a command line (bubblewrap, setpriv, prlimit, taskset:
-``grading/sandbox.py``); a warm one is forked from a template and its child makes the sandbox itself
+``grading/isolate/sandbox.py``); a warm one is forked from a template and its child makes the sandbox itself
 (``warm/isolate.py``). The same probe runs in both, through ``runner.execute`` (the grading command's own path,
 cgroups included), and prints what it sees: uid and gids, every capability set, NoNewPrivs, seccomp, rlimits,
 cgroup membership and limits, network interfaces, visible processes, the environment, the mounts (normalised:
@@ -22,8 +22,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.grading import runner, sandbox
-from autograder.grading.settings import Limits
+from autograder.grading.isolate import sandbox
+from autograder.grading.plan.settings import Limits
+from autograder.grading.run import runner
 from autograder.grading.status import Status
 from autograder.warm import isolate
 

@@ -19,7 +19,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.grading import planning, sandbox
+from autograder.grading.isolate import sandbox
+from autograder.grading.plan import planning
 
 import coursekit as kit
 

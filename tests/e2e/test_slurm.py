@@ -21,7 +21,7 @@ import nbformat
 import pytest
 
 from autograder import course
-from autograder.grading import shards
+from autograder.grading.plan import shards
 
 import coursekit as kit
 import pgkit

@@ -15,7 +15,7 @@ import sys
 
 import nbformat
 
-from autograder.grading.reporting import verdict_mismatches
+from autograder.grading.report.reporting import verdict_mismatches
 
 import coursekit as kit
 from test_grading import LESSON, ensure_bubblewrap

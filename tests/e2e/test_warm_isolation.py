@@ -34,8 +34,9 @@ import nbformat
 import psutil
 import pytest
 
-from autograder.grading import runner, sandbox
-from autograder.grading.settings import Limits
+from autograder.grading.isolate import sandbox
+from autograder.grading.plan.settings import Limits
+from autograder.grading.run import runner
 from autograder.grading.status import Status
 from autograder.warm import isolate, pool
 
@@ -327,7 +328,7 @@ def test_a_warm_kernel_that_never_answers_means_a_cold_kernel(monkeypatch, grade
     """A warm start that fails any other way (here its client never connects, as when a loaded machine passes
     the start timeout) ran nothing of the student's: the kernel starts cold in bubblewrap, and a correct
     submission is graded, not reported as the grader's error."""
-    from autograder.grading import kernel_client
+    from autograder.grading.run import kernel_client
 
     original = kernel_client.GradingClient.async_start_new_kernel_client
 

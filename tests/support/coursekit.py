@@ -19,8 +19,8 @@ from pathlib import Path
 import nbformat
 
 from autograder import course
-from autograder.grading.planning import GRADING_DIR
-from autograder.grading.reference import CACHE_DIR
+from autograder.grading.judging.reference import CACHE_DIR
+from autograder.grading.plan.planning import GRADING_DIR
 from autograder.kernel import protocol
 
 REPO = course.REPO_ROOT
@@ -69,7 +69,7 @@ def load_pitfall_module(lesson: str):
 
 # The first lines of a forging answer cell: every boolean observation (or tuple/list of booleans) comes out True.
 FORGED_OBSERVE = '''
-from autograder.kernel import checks as _checks
+from autograder.kernel import hidden as _hidden
 
 
 def _all_true(value):
@@ -80,8 +80,8 @@ def _all_true(value):
     return value
 
 
-_true_observe = _checks.HiddenTests.observe
-_checks.HiddenTests.observe = lambda self, label, value, **kw: _true_observe(self, label, _all_true(value), **kw)
+_true_observe = _hidden.HiddenTests.observe
+_hidden.HiddenTests.observe = lambda self, label, value, **kw: _true_observe(self, label, _all_true(value), **kw)
 '''
 
 
@@ -92,7 +92,7 @@ def load_pitfalls(lesson: str) -> dict[str, dict[str, str]]:
 
 
 # The grading command runs each lesson's solution once per course, on this host, and caches what it observed
-# (autograder/grading/reference.py, keyed by the solution files, the CPU, its dispatch settings and the
+# (autograder/grading/judging/reference.py, keyed by the solution files, the CPU, its dispatch settings and the
 # thread count). The scratch courses of one test run share that cache through this folder, so a lesson's
 # reference runs once per key, not once per class; a class that changes the solution gets another key.
 SHARED_REFERENCE_CACHE_ENV = "TESTS_REFERENCE_CACHE"

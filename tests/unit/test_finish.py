@@ -1,4 +1,4 @@
-"""The finishing step's decisions (autograder/grading/finish.py), without a course: which reports make up
+"""The finishing step's decisions (autograder/grading/report/finish.py), without a course: which reports make up
 the class, a notebook graded twice counted once, and every submission no shard graded named with its shard.
 tests/e2e/test_slurm.py and tests/e2e/test_grading_postgres.py run it on graded classes."""
 from __future__ import annotations
@@ -7,8 +7,9 @@ import json
 
 import pytest
 
-from autograder.grading import finish, shards
-from autograder.grading.planning import UsageError
+from autograder.grading.plan import shards
+from autograder.grading.plan.planning import UsageError
+from autograder.grading.report import finish
 
 LESSON = "01_tensors_and_views"
 

@@ -6,20 +6,14 @@ import os
 import nbformat
 import pytest
 
-from autograder.grading import (
-    canonical,
-    engine,
-    pipeline,
-    planning,
-    recording,
-    reporting,
-    runner,
-    sandbox,
-    settings,
-    shards,
-    worker,
-)
-from autograder.grading.settings import Settings
+from autograder.grading import pipeline
+from autograder.grading.intake import canonical
+from autograder.grading.isolate import sandbox
+from autograder.grading.plan import planning, settings, shards
+from autograder.grading.plan.settings import Settings
+from autograder.grading.record import recording
+from autograder.grading.report import reporting
+from autograder.grading.run import engine, runner, worker
 from autograder.kernel import protocol
 
 
@@ -110,7 +104,7 @@ def test_read_submission_reports_corruption(tmp_path):
 
 
 def test_refusing_to_grade_without_bubblewrap(monkeypatch, tmp_path):
-    from autograder.grading import sandbox
+    from autograder.grading.isolate import sandbox
 
     monkeypatch.setattr(sandbox, "sandbox_available", lambda: False)
     (tmp_path / "nbgrader_config.py").write_text("c = get_config()\n")
@@ -164,7 +158,7 @@ def _entry(label, value, atol=1e-6):
 
 
 def test_reference_differences_name_the_test_cell_and_the_observation():
-    from autograder.grading import reference
+    from autograder.grading.judging import reference
 
     stored = {"test_a": [_entry("a1", 1.0), _entry("a2", 2.0)], "test_b": [_entry("b1", 3.0)]}
     host = {"test_a": [_entry("a1", 1.0 + 1e-9), _entry("a2", 2.5)], "test_b": [_entry("b1", 3.0)]}
@@ -179,7 +173,7 @@ def test_reference_differences_name_the_test_cell_and_the_observation():
 
 
 def test_reference_cache_key_follows_what_decides_the_numbers(tmp_path, monkeypatch):
-    from autograder.grading import reference
+    from autograder.grading.judging import reference
 
     solution = tmp_path / "lesson.ipynb"
     solution.write_text("{}")
@@ -212,7 +206,7 @@ def test_both_graders_pin_the_same_thread_count(monkeypatch):
 
 
 def test_kernels_get_the_graders_cpu_dispatch_settings(monkeypatch, tmp_path):
-    from autograder.grading import sandbox
+    from autograder.grading.isolate import sandbox
 
     monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")
     monkeypatch.delenv("MKL_ENABLE_INSTRUCTIONS", raising=False)
@@ -222,7 +216,7 @@ def test_kernels_get_the_graders_cpu_dispatch_settings(monkeypatch, tmp_path):
 
 def test_a_value_the_judge_cannot_take_fails_only_its_cell():
     """A forged observation with a huge integer (float() overflows) is that test cell's failure, not a crash."""
-    from autograder.grading import judge
+    from autograder.grading.judging import judge
 
     reference = [{"label": "x", "value": {"type": "float", "value": 1.0}, "atol": 1e-6, "rtol": 0.0}]
     for forged in ({"type": "float", "value": 10**400}, {"type": "tensor", "dtype": "torch.float32", "shape": [1],
@@ -304,7 +298,8 @@ def test_a_worker_starts_without_nbgrader():
     workers = engine.Workers(1, context, context.Queue(), ["0"], context.Queue())
     try:
         imported = workers.submit(eval, "sorted(m for m in __import__('sys').modules if m.split('.')[0] == 'nbgrader'"
-                                        " or m in ('autograder.grading.engine', 'autograder.grading.recording'))")
+                                        " or m in ('autograder.grading.run.engine',"
+                                        " 'autograder.grading.record.recording'))")
         assert imported.result(timeout=60) == []
     finally:
         workers.shutdown()
@@ -317,7 +312,7 @@ def test_the_reference_key_does_not_import_torch():
 
     from autograder import course
 
-    probe = ("import sys; from pathlib import Path; from autograder.grading import reference; "
+    probe = ("import sys; from pathlib import Path; from autograder.grading.judging import reference; "
              f"reference.cache_key([Path({str(course.solution_path('01_tensors_and_views'))!r})], 1); "
              "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
@@ -401,7 +396,7 @@ def test_the_command_line_imports_no_jupyter_client_until_a_verb_needs_it():
     import subprocess
     import sys
 
-    probe = ("import sys; import autograder.__main__, autograder.grading.cli, autograder.grading.settings; "
+    probe = ("import sys; import autograder.__main__, autograder.grading.cli, autograder.grading.plan.settings; "
              "print(sorted(m for m in ('nbclient', 'jupyter_client') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]", out
@@ -458,7 +453,7 @@ def test_a_message_nested_too_deep_is_dropped_not_raised():
     nbformat and nbgrader can write back, is dropped and counted."""
     import json
 
-    from autograder.grading import kernel_client
+    from autograder.grading.run import kernel_client
 
     deep = "[" * 5000 + "]" * 5000
     part = kernel_client.read_message_part(json.dumps({"data": {"application/json": "x"}})[:-1] + "")
@@ -565,6 +560,6 @@ def test_the_watchdog_finds_the_kernels_processes_in_its_cgroup(tmp_path):
 def test_grading_kernels_get_the_ready_client():
     """The grader's client, ready as soon as the kernel answers (kernel_client.ReadyClient), is the one its kernel
     manager makes: AsyncKernelManager makes clients with client_factory, and a client_class alone never got there."""
-    from autograder.grading.kernel_client import ReadyClient, SandboxedKernelManager
+    from autograder.grading.run.kernel_client import ReadyClient, SandboxedKernelManager
 
     assert isinstance(SandboxedKernelManager(kernel_name="python3").client(), ReadyClient)

@@ -15,7 +15,7 @@ import nbformat
 import pytest
 
 from autograder import course
-from autograder.grading import judge
+from autograder.grading.judging import judge
 from autograder.kernel import protocol
 
 LESSONS = course.lessons()

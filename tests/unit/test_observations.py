@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from autograder.grading import judge
+from autograder.grading.judging import judge
 from autograder.kernel import observations as obs
 
 

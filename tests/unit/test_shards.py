@@ -1,4 +1,4 @@
-"""Which shard a grading run takes (autograder/grading/shards.py): I/N, --shard auto under Slurm and
+"""Which shard a grading run takes (autograder/grading/plan/shards.py): I/N, --shard auto under Slurm and
 Kubernetes, and the files each shard writes alone. Pure functions: no course, no scheduler."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from autograder.course import REPO_ROOT as REPO
-from autograder.grading import shards
+from autograder.grading.plan import shards
 
 STUDENTS = [f"student-{i:03d}" for i in range(300)] + ["Zoë", "o'brien", "a,b"]
 
@@ -120,7 +120,7 @@ def no_scheduler(monkeypatch):
 
 
 def test_settings_take_the_count_from_the_command_line_else_the_course_config(no_scheduler):
-    from autograder.grading.settings import Settings
+    from autograder.grading.plan.settings import Settings
 
     no_scheduler.setenv("JOB_COMPLETION_INDEX", "1")
     config = {"PTEGrading": {"shard_count": 3}}

@@ -30,11 +30,12 @@ from pathlib import Path
 
 import nbformat
 
+from autograder.grading.isolate import sandbox
+from autograder.grading.judging import judge
+from autograder.grading.plan.settings import Limits
+from autograder.grading.run import runner
+from autograder.grading.status import Status
 from autograder.kernel import observations, paths, protocol
-
-from . import judge, runner, sandbox
-from .settings import Limits
-from .status import Status
 
 CACHE_DIR = "reference-cache"
 

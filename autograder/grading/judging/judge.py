@@ -25,10 +25,9 @@ from pathlib import Path
 
 import nbformat
 
+from autograder.grading.plan.settings import MAX_OBSERVATIONS
+from autograder.grading.status import Status
 from autograder.kernel import observations, protocol
-
-from .settings import MAX_OBSERVATIONS
-from .status import Status
 
 MEMORY_ERROR = re.compile(r"MemoryError|can't allocate memory|DefaultCPUAllocator|Cannot allocate memory")
 TAINT_NOTE = ("[grader] the outputs of this cell and of every later one are not shown: they were produced after "

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import nbformat
 
-from ..kernel import protocol
-from .settings import MAX_CELLS
-from .status import Status, SubmissionError
+from autograder.grading.plan.settings import MAX_CELLS
+from autograder.grading.status import Status, SubmissionError
+from autograder.kernel import protocol
 
 
 @dataclass

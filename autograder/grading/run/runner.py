@@ -3,7 +3,7 @@
 The kernel runs in recording mode (``PTE_OBSERVE=record``): hidden checks publish what the
 student's code produced. :func:`execute` returns a :class:`Run`: the executed notebook, each cell's
 reply, the outputs of each test cell's hidden part, and what stopped the run, if anything. Nothing
-is judged here: :func:`autograder.grading.judge.settle` decides each test cell and writes the verdict
+is judged here: :func:`autograder.grading.judging.judge.settle` decides each test cell and writes the verdict
 the way nbgrader reads it.
 """
 from __future__ import annotations
@@ -20,11 +20,15 @@ import nbformat
 import psutil
 from nbclient.exceptions import DeadKernelError
 
-from ..kernel import outputcap, protocol
-from ..warm import KERNEL_NAME as WARM_KERNEL
-from ..warm.provisioner import SANDBOX_ARG, ColdStartRefused, template_env
-from . import cgroups, sandbox
-from .kernel_client import (
+from autograder.grading.isolate import cgroups, sandbox
+from autograder.grading.plan.settings import (
+    CGROUP_MEMORY_HEADROOM_MB,
+    MAX_OUTPUT_DEPTH,
+    RUNTIME_MB,
+    WATCHDOG_INTERVAL_S,
+    Limits,
+)
+from autograder.grading.run.kernel_client import (
     GradingClient,
     SandboxedKernelManager,
     kernel_process,
@@ -32,8 +36,10 @@ from .kernel_client import (
     make_client,
     read_message_part,
 )
-from .settings import CGROUP_MEMORY_HEADROOM_MB, MAX_OUTPUT_DEPTH, RUNTIME_MB, WATCHDOG_INTERVAL_S, Limits
-from .status import Status
+from autograder.grading.status import Status
+from autograder.kernel import outputcap, protocol
+from autograder.warm import KERNEL_NAME as WARM_KERNEL
+from autograder.warm.provisioner import SANDBOX_ARG, ColdStartRefused, template_env
 
 TIMINGS = ("start", "setup", "cells", "figures", "tests", "hidden")
 
@@ -142,7 +148,7 @@ def warm_unavailable(limits: Limits) -> str | None:
         return "--kernels cold"
     if not limits.sandbox:
         return "--sandbox none: a warm child makes its sandbox itself, and there is none to make"
-    from ..warm import isolate
+    from autograder.warm import isolate
 
     return isolate.available()
 

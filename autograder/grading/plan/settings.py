@@ -21,7 +21,7 @@ from pathlib import Path
 from traitlets import Enum, Float, Integer, List, TraitError, Unicode
 from traitlets.config import Configurable
 
-from . import shards
+from autograder.grading.plan import shards
 
 # ---------------------------------------------------------------- fixed limits of the engine (not course settings)
 # Each guards the grader against one thing a submission can send it; none changes a score.

@@ -19,11 +19,14 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import recording, reference, runner, sandbox, worker
-from .planning import Plan
-from .reporting import Progress, report_references
-from .status import Status
-from .worker import Job, NotebookResult
+from autograder.grading.isolate import sandbox
+from autograder.grading.judging import reference
+from autograder.grading.plan.planning import Plan
+from autograder.grading.record import recording
+from autograder.grading.report.reporting import Progress, report_references
+from autograder.grading.run import runner, worker
+from autograder.grading.run.worker import Job, NotebookResult
+from autograder.grading.status import Status
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import os
 import stat
 from pathlib import Path
 
-from .status import Status, SubmissionError
+from autograder.grading.status import Status, SubmissionError
 
 
 def refused(reason: str) -> SubmissionError:

@@ -2,7 +2,7 @@
 
 What crosses into a worker is a :class:`Job` (plain data); what comes back is one :class:`NotebookResult`
 per notebook, as a dict. The executed notebooks wait in ``.grading/staged/`` for nbgrader's recording step
-(:mod:`autograder.grading.recording`). Nothing here raises to the engine: every fault becomes a status.
+(:mod:`autograder.grading.record.recording`). Nothing here raises to the engine: every fault becomes a status.
 
 The runner (and with it nbclient and jupyter_client) is imported where a notebook runs, not with this module:
 the report and ``python -m autograder finish`` read :class:`NotebookResult` without a kernel in sight. The
@@ -20,9 +20,16 @@ from pathlib import Path
 
 import nbformat
 
-from . import canonical, collect, judge
-from .settings import MAX_NOTEBOOK_BYTES, MAX_TIMESTAMP_BYTES, REFERENCE_GRACE_S, REFERENCE_POLL_S, Limits
-from .status import Status, SubmissionError
+from autograder.grading.intake import canonical, collect
+from autograder.grading.judging import judge
+from autograder.grading.plan.settings import (
+    MAX_NOTEBOOK_BYTES,
+    MAX_TIMESTAMP_BYTES,
+    REFERENCE_GRACE_S,
+    REFERENCE_POLL_S,
+    Limits,
+)
+from autograder.grading.status import Status, SubmissionError
 
 
 @dataclass
@@ -114,7 +121,7 @@ def grade_submission(job: Job, cpu_slots=None) -> list[dict]:
 def reference_for(job: Job, cpu_slots=None):
     """The host's reference of one assignment (a :class:`reference.HostReference`; ``job.student`` unused),
     computed in a worker on its own CPU slot, as a student's run is."""
-    from . import reference
+    from autograder.grading.judging import reference
 
     limits, slot = _on_slot(job, cpu_slots)
     try:
@@ -128,7 +135,7 @@ def reference_for(job: Job, cpu_slots=None):
 def grade_notebook(job: Job, name: str, limits: Limits, present: list[str],
                    refusal: Exception | None) -> NotebookResult:
     """One notebook of a job: its status says whose fault anything was."""
-    from . import runner
+    from autograder.grading.run import runner
 
     start = time.monotonic()
     result = NotebookResult(job.student, job.assignment, name, max_score=job.notebooks[name])
@@ -200,13 +207,13 @@ def start_worker(pids, template_env: dict | None) -> None:
     A worker dies with the forkserver it was forked from, which ends when the grading command does: a grading
     command that is killed (a cancelled Slurm task, the OOM killer) would otherwise leave its workers waiting
     on their call queue for ever, each with its template."""
-    from ..warm.isolate import die_with_parent
+    from autograder.warm.isolate import die_with_parent
 
     die_with_parent()
     if os.getppid() == 1:   # the forkserver ended before the signal was set
         os._exit(1)
     pids.put(os.getpid())
     if template_env is not None:
-        from ..warm import pool
+        from autograder.warm import pool
 
         pool.prestart(template_env)

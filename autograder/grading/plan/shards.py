@@ -12,7 +12,7 @@ on the order the submissions are listed in, so a retried shard grades the same s
 
 Every shard writes its own ``grades.shard-I-of-N.csv``, ``grading-report.shard-I-of-N.json`` and working
 folder ``.grading/shard-I-of-N/``, so shards that share the course folder never write the same file;
-``python -m autograder finish`` (:mod:`autograder.grading.finish`) joins them.
+``python -m autograder finish`` (:mod:`autograder.grading.report.finish`) joins them.
 """
 from __future__ import annotations
 

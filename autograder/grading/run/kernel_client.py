@@ -23,10 +23,9 @@ from nbclient import NotebookClient
 from nbclient.exceptions import DeadKernelError
 from traitlets import DottedObjectName, List, Type
 
-from ..kernel import outputcap, protocol
-from ..warm.provisioner import SANDBOX_ARG, ColdStartRefused, ForkingProvisioner
-from . import private_apis, sandbox
-from .settings import (
+from autograder.grading import private_apis
+from autograder.grading.isolate import sandbox
+from autograder.grading.plan.settings import (
     CELL_LINE_LIMIT,
     FLOOD_FACTOR,
     INTERRUPT_GRACE_S,
@@ -36,6 +35,8 @@ from .settings import (
     MAX_OUTPUT_DEPTH,
     Limits,
 )
+from autograder.kernel import outputcap, protocol
+from autograder.warm.provisioner import SANDBOX_ARG, ColdStartRefused, ForkingProvisioner
 
 # ---------------------------------------------------------------- reading what the kernel sends
 

@@ -5,8 +5,8 @@ The grader side: :class:`Recorder` keeps one recording process for the whole run
 ``phase2.log`` in the run's work folder), :func:`next_batch` is the batching policy, and
 :func:`record_batch` the retry policy (a batch nbgrader cannot record is recorded one student at a time).
 
-The recording process: ``python -m autograder.grading.recording --serve COURSE_DIR`` (:func:`serve`), or
-``python -m autograder.grading.recording COURSE_DIR ASSIGNMENT STAGED_DIR [STUDENT ...]`` for one batch.
+The recording process: ``python -m autograder.grading.record.recording --serve COURSE_DIR`` (:func:`serve`), or
+``python -m autograder.grading.record.recording COURSE_DIR ASSIGNMENT STAGED_DIR [STUDENT ...]`` for one batch.
 nbgrader reads the staged submissions (the grader's executed, canonical notebooks) as if
 they were the submitted ones, sanitizes them as usual, and then, instead of executing
 them again, :class:`LoadStaged` puts the executed cells back. The rest is nbgrader's:
@@ -31,8 +31,8 @@ from traitlets import Unicode
 from traitlets.config import Config
 from traitlets.config.loader import PyFileConfigLoader
 
-from . import private_apis
-from .settings import RECORD_BATCH, RECORDER_STOP_S
+from autograder.grading import private_apis
+from autograder.grading.plan.settings import RECORD_BATCH, RECORDER_STOP_S
 
 
 class LoadStaged(NbGraderPreprocessor):

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import cgroups, sandbox, shards
-from .settings import Limits, Settings
-from .worker import Job, Paths
+from autograder.grading.isolate import cgroups, sandbox
+from autograder.grading.plan import shards
+from autograder.grading.plan.settings import Limits, Settings
+from autograder.grading.run.worker import Job, Paths
 
 GRADING_DIR = ".grading"
 

@@ -28,9 +28,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from autograder.grading.plan.settings import PRLIMIT_FSIZE_MB, PRLIMIT_NOFILE, RUNTIME_MB
 from autograder.kernel import paths
-
-from .settings import PRLIMIT_FSIZE_MB, PRLIMIT_NOFILE, RUNTIME_MB
 
 NOBODY = 65534
 
@@ -180,7 +179,7 @@ def command_prefix(work_dir: Path, runtime_dir: Path, limits, cgroup: bool = Fal
 def warm_spec(work_dir: Path, runtime_dir: Path, limits, cgroup_procs: list[str]) -> dict:
     """What a warm child builds for itself (autograder.warm.isolate): the same view, user and limits as
     :func:`command_prefix` gives a cold kernel."""
-    from ..warm import isolate
+    from autograder.warm import isolate
 
     nproc = _process_cap(limits.processes) if not cgroup_procs else None
     return isolate.spec(str(work_dir), str(runtime_dir), _readonly_roots(), limits, cgroup_procs,

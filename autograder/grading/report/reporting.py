@@ -9,9 +9,10 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from . import sandbox, shards
-from .status import Status
-from .worker import NotebookResult
+from autograder.grading.isolate import sandbox
+from autograder.grading.plan import shards
+from autograder.grading.run.worker import NotebookResult
+from autograder.grading.status import Status
 
 
 class Progress:

@@ -1,0 +1,1 @@
+"""What students submitted, read without following links, rebuilt into the notebook the grader runs."""

@@ -1,0 +1,1 @@
+"""The end of a run: scores read back and checked against the verdicts, grades.csv, the report."""
