@@ -84,7 +84,7 @@ grade: $(STAMP)
 	$(PY) -m autograder grade --course $(COURSE) $(GRADE_ARGS)
 
 ## On a CUDA machine: re-execute every solution with the GPU visible, run lesson 08's CUDA assertions,
-## print the torch/CUDA/GPU versions and a summary table (no venv needed; autograder/gpu_runner.py).
+## print the torch/CUDA/GPU versions and a summary table (no venv needed; autograder/gpu_runner/).
 test-gpu:
 	bash .ci/gpu-test.sh
 

@@ -3,7 +3,7 @@
 # available (nbval where installed: outputs compared except in cells tagged nbval-ignore-output, and with
 # PTE_EXPECT_CUDA=1 a requires-cuda cell that did not run fails), then lesson 08's test_cuda_* assertions;
 # versions first, a summary table last. The program, its exit status and its GPU_TEST_* settings:
-# autograder/gpu_runner.py. This picks the first of $PYTHON, .venv/bin/python, python3, python that
+# autograder/gpu_runner/. This picks the first of $PYTHON, .venv/bin/python, python3, python that
 # has torch installed (found, not imported: an import costs seconds; the GPU machine may have no venv and
 # no network) and runs the module with it.
 set -uo pipefail

@@ -1,4 +1,4 @@
-"""The GPU runner (autograder/gpu_runner.py, run by .ci/gpu-test.sh) and its CUDA-only cells.
+"""The GPU runner (autograder/gpu_runner/, run by .ci/gpu-test.sh) and its CUDA-only cells.
 
 CUDA-only notebook cells (tag ``requires-cuda``) are skipped and listed without CUDA, never
 skipped with it. Those tests run pytest + nbval in a subprocess on a tiny notebook written to
@@ -7,14 +7,15 @@ exactly as the GPU runner loads them. ``CUDA_VISIBLE_DEVICES=""`` hides any GPU,
 behaviour is tested on every machine; the CUDA behaviour is tested for real on a CUDA machine
 and, with ``torch.cuda.is_available`` patched in the pytest process only, everywhere.
 
-The runner's pieces (settings, budget, lesson discovery, judging, JUnit counts, the summary table
-and the exit status) are unit-tested by importing the module; dry runs of ``.ci/gpu-test.sh`` on
-this machine (``GPU_TEST_ALLOW_CPU=1``) test the whole path, one per runner.
+The runner's pieces (settings, budget, lesson discovery, the choice of a runner, judging, JUnit counts,
+the summary table and the exit status) are unit-tested by importing its modules; dry runs of
+``.ci/gpu-test.sh`` on this machine (``GPU_TEST_ALLOW_CPU=1``) test the whole path, one per runner.
 """
 from __future__ import annotations
 
 import json
 import os
+import pkgutil
 import re
 import subprocess
 import sys
@@ -25,6 +26,7 @@ import pytest
 import torch
 
 from autograder import course, gpu_runner
+from autograder.gpu_runner import cli, report, runners, settings
 
 TESTS = Path(__file__).resolve().parents[1]   # tests/: its conftest.py
 CUDA_CELL = 'import torch\nassert torch.cuda.is_available()\nprint("ran on", torch.cuda.get_device_name(0))'
@@ -131,8 +133,9 @@ def test_lesson_cuda_cells_are_guarded_and_not_compared(lesson):
 
 # ---------------------------------------------------------------- .ci/gpu-test.sh, dry runs on this machine
 
-def run_gpu_script(tmp_path: Path, notebook=None, **settings: str) -> tuple[int, str, str]:
-    """Run .ci/gpu-test.sh on a course of one tiny lesson; returns (exit code, stdout, stdout + stderr)."""
+def run_gpu_script(tmp_path: Path, notebook=None, **variables: str) -> tuple[int, str, str]:
+    """Run .ci/gpu-test.sh (``variables``: its GPU_TEST_* settings) on a course of one tiny lesson; returns
+    (exit code, stdout, stdout + stderr)."""
     lesson = tmp_path / "solutions" / "00_tiny"
     lesson.mkdir(parents=True)
     if notebook is None:
@@ -140,7 +143,7 @@ def run_gpu_script(tmp_path: Path, notebook=None, **settings: str) -> tuple[int,
     else:
         nbformat.write(notebook, lesson / "00_tiny.ipynb")
     env = dict(os.environ, GPU_TEST_SOLUTIONS=str(tmp_path / "solutions"), CUDA_VISIBLE_DEVICES="",
-               PYTHON=sys.executable, **settings)
+               PYTHON=sys.executable, **variables)
     env.pop("PTE_EXPECT_CUDA", None)
     result = subprocess.run(["bash", str(course.REPO_ROOT / ".ci" / "gpu-test.sh")], env=env,
                             capture_output=True, text=True, timeout=600)
@@ -153,7 +156,7 @@ def summary_rows(stdout: str) -> dict[str, list[str]]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("runner", ["nbval", "nbclient", "exec"])
+@pytest.mark.parametrize("runner", ["nbval", "nbclient"])
 def test_gpu_script_dry_run_runs_counts_and_skips(tmp_path, runner):
     code, stdout, out = run_gpu_script(tmp_path, GPU_TEST_ALLOW_CPU="1", GPU_TEST_RUNNER=runner)
     assert code == 0, out
@@ -175,7 +178,7 @@ def test_gpu_script_fails_without_cuda(tmp_path):
 @pytest.mark.slow
 def test_gpu_script_reports_a_failing_cell(tmp_path):
     broken = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("raise ValueError('boom')", id="bad-1")])
-    code, stdout, out = run_gpu_script(tmp_path, broken, GPU_TEST_ALLOW_CPU="1", GPU_TEST_RUNNER="exec")
+    code, stdout, out = run_gpu_script(tmp_path, broken, GPU_TEST_ALLOW_CPU="1", GPU_TEST_RUNNER="nbclient")
     assert code == 1, out
     assert summary_rows(stdout)["00_tiny"] == ["1", "0", "0", "1", "FAIL"], out
     assert "ValueError: boom" in stdout, out
@@ -183,9 +186,15 @@ def test_gpu_script_reports_a_failing_cell(tmp_path):
 
 # ---------------------------------------------------------------- autograder.gpu_runner, unit by unit
 
+PACKAGE = Path(gpu_runner.__file__).parent
+
+
 def test_runner_imports_only_the_standard_library():
     """The GPU machine may have nothing but a Python with torch: importing the runner needs no other package."""
-    code = ("import json, sys; before = set(sys.modules); import autograder.gpu_runner; "
+    modules = sorted(f"autograder.gpu_runner.{m.name}" for m in pkgutil.iter_modules([str(PACKAGE)])
+                     if m.name != "__main__")
+    assert "autograder.gpu_runner.cli" in modules, modules
+    code = (f"import importlib, json, sys; before = set(sys.modules); [importlib.import_module(m) for m in {modules}]; "
             "print(json.dumps(sorted(set(sys.modules) - before)))")
     done = subprocess.run([sys.executable, "-c", code], cwd=course.REPO_ROOT, capture_output=True, text=True,
                           timeout=60, check=True)
@@ -197,46 +206,47 @@ def test_shell_entry_is_a_few_lines_and_runs_the_module():
     text = (course.REPO_ROOT / ".ci" / "gpu-test.sh").read_text()
     code = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
     assert len(code) <= 12, code
-    assert "<<" not in text, "no program in a heredoc: the runner is autograder/gpu_runner.py"
+    assert "<<" not in text, "no program in a heredoc: the runner is autograder/gpu_runner/"
     assert "-m autograder.gpu_runner" in text
 
 
 def test_every_setting_the_runner_reads_is_documented():
-    text = Path(gpu_runner.__file__).read_text()
+    text = "\n".join(path.read_text() for path in sorted(PACKAGE.glob("*.py")))
     read = set(re.findall(r"env(?:\.get\(|\[)\"(GPU_TEST_\w+)\"", text))
     assert {"GPU_TEST_RUNNER", "GPU_TEST_LESSONS", "GPU_TEST_SOLUTIONS", "GPU_TEST_ALLOW_CPU",
             "GPU_TEST_BUDGET_S"} <= read, read
     for name in read | {"PYTHON"}:
-        assert f"``{name}=" in gpu_runner.__doc__, f"{name} is not in autograder/gpu_runner.py's docstring"
+        assert f"``{name}=" in gpu_runner.__doc__, f"{name} is not in autograder/gpu_runner/__init__.py's docstring"
 
 
 def test_settings_from_the_environment():
-    default = gpu_runner.Settings.from_env({})
+    default = settings.Settings.from_env({})
     assert (default.runner, default.lessons, default.allow_cpu, default.budget_s) == ("auto", [], False, 570.0)
     assert default.solutions == course.REPO_ROOT / "solutions"
-    chosen = gpu_runner.Settings.from_env({"GPU_TEST_RUNNER": "exec", "GPU_TEST_LESSONS": "01_a,,08_b",
-                                           "GPU_TEST_ALLOW_CPU": "1", "GPU_TEST_BUDGET_S": "60",
-                                           "GPU_TEST_SOLUTIONS": "/elsewhere"})
-    assert (chosen.runner, chosen.lessons, chosen.allow_cpu, chosen.budget_s) == ("exec", ["01_a", "08_b"], True, 60)
+    chosen = settings.Settings.from_env({"GPU_TEST_RUNNER": "nbclient", "GPU_TEST_LESSONS": "01_a,,08_b",
+                                         "GPU_TEST_ALLOW_CPU": "1", "GPU_TEST_BUDGET_S": "60",
+                                         "GPU_TEST_SOLUTIONS": "/elsewhere"})
+    assert (chosen.runner, chosen.lessons, chosen.allow_cpu, chosen.budget_s) == ("nbclient", ["01_a", "08_b"], True,
+                                                                                  60)
     assert chosen.solutions == Path("/elsewhere")
-    assert gpu_runner.Settings.from_env({"GPU_TEST_ALLOW_CPU": "yes"}).allow_cpu is False   # only "1" is a dry run
-    for bad in ({"GPU_TEST_RUNNER": "jupyter"}, {"GPU_TEST_BUDGET_S": "ten minutes"}):
+    assert settings.Settings.from_env({"GPU_TEST_ALLOW_CPU": "yes"}).allow_cpu is False   # only "1" is a dry run
+    for bad in ({"GPU_TEST_RUNNER": "jupyter"}, {"GPU_TEST_RUNNER": "exec"}, {"GPU_TEST_BUDGET_S": "ten minutes"}):
         with pytest.raises(ValueError, match=next(iter(bad))):
-            gpu_runner.Settings.from_env(bad)
+            settings.Settings.from_env(bad)
 
 
 def test_a_bad_setting_is_exit_status_2(monkeypatch, capsys):
     monkeypatch.setenv("GPU_TEST_RUNNER", "jupyter")
-    assert gpu_runner.main([]) == 2
+    assert cli.main([]) == 2
     assert "GPU_TEST_RUNNER must be" in capsys.readouterr().err
-    assert gpu_runner.main(["--unknown"]) == 2
-    assert gpu_runner.main(["--help"]) == 0 and "GPU_TEST_ALLOW_CPU" in capsys.readouterr().out
+    assert cli.main(["--unknown"]) == 2
+    assert cli.main(["--help"]) == 0 and "GPU_TEST_ALLOW_CPU" in capsys.readouterr().out
 
 
 def test_budget_bounds_each_step():
     now = [100.0]
-    budget = gpu_runner.Budget(570, clock=lambda: now[0])
-    assert budget.left() == 570 and budget.timeout() == gpu_runner.STEP_TIMEOUT_S
+    budget = settings.Budget(570, clock=lambda: now[0])
+    assert budget.left() == 570 and budget.timeout() == settings.STEP_TIMEOUT_S
     now[0] += 400
     assert budget.elapsed() == 400 and budget.timeout() == 170
     now[0] += 165
@@ -248,17 +258,36 @@ def test_lessons_are_found_sorted_and_narrowed(tmp_path):
         (tmp_path / name).mkdir()
     for name in ("02_b", "01_a", "notes"):
         (tmp_path / name / f"{name}.ipynb").write_text("{}")
-    assert [n for n, _ in gpu_runner.find_lessons(tmp_path, [])] == ["01_a", "02_b"]
-    assert gpu_runner.find_lessons(tmp_path, ["02_b", "09_z"]) == [("02_b", tmp_path / "02_b" / "02_b.ipynb")]
+    assert [n for n, _ in settings.find_lessons(tmp_path, [])] == ["01_a", "02_b"]
+    assert settings.find_lessons(tmp_path, ["02_b", "09_z"]) == [("02_b", tmp_path / "02_b" / "02_b.ipynb")]
 
 
 def test_the_best_available_runner_is_chosen():
     def available(*present):
         return lambda *modules: set(modules) <= set(present)
-    assert gpu_runner.choose_runner("auto", available("pytest", "nbval", "nbformat", "ipykernel")) == "nbval"
-    assert gpu_runner.choose_runner("auto", available("nbclient", "nbformat", "ipykernel")) == "nbclient"
-    assert gpu_runner.choose_runner("auto", available("nbformat")) == "exec"
-    assert gpu_runner.choose_runner("exec", available("pytest", "nbval", "nbformat", "ipykernel")) == "exec"
+    assert runners.choose_runner("auto", available("pytest", "nbval", "nbformat", "ipykernel")) == "nbval"
+    assert runners.choose_runner("auto", available("nbclient", "nbformat", "ipykernel")) == "nbclient"
+    assert runners.choose_runner("nbclient", available("pytest", "nbval", "nbclient", "nbformat", "ipykernel")) \
+        == "nbclient"
+    assert runners.choose_runner("auto", available("nbformat", "nbclient")) is None, "no kernel: no runner"
+    assert runners.choose_runner("nbval", available("nbclient", "nbformat", "ipykernel")) is None
+
+
+def test_without_a_runner_the_run_fails_and_says_what_to_install(tmp_path, monkeypatch, capsys):
+    """A machine where neither nbval nor nbclient imports (here: no Jupyter kernel, no pytest) runs nothing,
+    exits 1 and names the packages to install."""
+    for name in ("PYTHONPATH", "PYTHONUNBUFFERED"):   # prepare() sets them for the run's processes
+        monkeypatch.setenv(name, os.environ.get(name, ""))
+    lacking = {"pytest", "nbval", "ipykernel"}
+    code = cli.run_all(settings.Settings(allow_cpu=True), tmp_path, settings.Budget(60),
+                       available=lambda *modules: not set(modules) & lacking)
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert "runner   none" in out and "== 00_" not in out and "CUDA assertions ==" not in out, out
+    assert "nbval lacks pytest, nbval, ipykernel; nbclient lacks ipykernel" in out, out
+    assert "(pip install ipykernel)" in out and ".whl/" in out, out
+    assert out.rstrip().splitlines()[-3].split()[-1] == "FAIL", out     # the "(no notebook runner)" row
+    assert out.rstrip().splitlines()[-1].split()[-2:] == ["FAIL", "(1)"], out
 
 
 def test_judging_cells_counts_errors_skips_and_expected_errors():
@@ -267,11 +296,11 @@ def test_judging_cells_counts_errors_skips_and_expected_errors():
              ({"id": "b", "metadata": {"tags": ["raises-exception"]}}, error),
              ({"id": "c"}, None),
              ({"id": "d"}, [{"output_type": "stream", "text": "fine"}] + error)]
-    result = gpu_runner.judge_cells("00_tiny", cells)
+    result = report.judge_cells("00_tiny", cells)
     assert [result[k] for k in ("run", "skipped", "passed", "failed", "status")] == [3, 1, 2, 1, "FAIL"]
     assert result["notes"] == ["skipped cell 2 (id c): requires CUDA (not available here)",
                                "cell 3 (id d): ValueError: boom"]
-    assert gpu_runner.judge_cells("00_tiny", cells[:3])["status"] == "ok"
+    assert report.judge_cells("00_tiny", cells[:3])["status"] == "ok"
 
 
 def test_junit_counts(tmp_path):
@@ -279,41 +308,45 @@ def test_junit_counts(tmp_path):
     xml.write_text('<testsuites><testsuite><testcase name="Cell 0"/><testcase name="Cell 1"><failure/></testcase>'
                    '<testcase name="Cell 2"><error/></testcase>'
                    '<testcase name="Cell 3"><skipped message="requires CUDA"/></testcase></testsuite></testsuites>')
-    counts = gpu_runner.junit_counts(xml)
+    counts = report.junit_counts(xml)
     assert (counts["passed"], counts["failed"], counts["skipped"]) == (1, 2, 1)
     assert counts["notes"] == ["skipped Cell 3: requires CUDA"]
-    assert gpu_runner.junit_counts(tmp_path / "missing.xml")["passed"] == 0
+    assert report.junit_counts(tmp_path / "missing.xml")["passed"] == 0
 
 
 def test_the_result_line_of_the_cuda_assertions_script():
-    assert gpu_runner.result_line_counts("PASSED a\nRESULT passed=3 failed=1 skipped=0\n") == {
+    assert report.result_line_counts("PASSED a\nRESULT passed=3 failed=1 skipped=0\n") == {
         "passed": 3, "failed": 1, "skipped": 0}
-    assert gpu_runner.result_line_counts("Traceback ...\n") == {}
+    assert report.result_line_counts("Traceback ...\n") == {}
 
 
 def test_summary_table_total_last_and_exit_status():
-    rows = [gpu_runner.row("01_a", 10, 1, 10, 0), gpu_runner.row("02_b", status="NOT RUN (time budget)")]
-    lines = gpu_runner.summary(rows, "exec", 12.3)
-    assert lines[0] == "== GPU test summary: runner exec, 12 s ==" and lines[-2].startswith("-")
+    rows = [report.row("01_a", 10, 1, 10, 0), report.row("02_b", status="NOT RUN (time budget)")]
+    lines = report.summary(rows, "nbclient", 12.3)
+    assert lines[0] == "== GPU test summary: runner nbclient, 12 s ==" and lines[-2].startswith("-")
     assert lines[-1].split() == ["total", "10", "1", "10", "0", "FAIL", "(1)"]
-    assert [gpu_runner.is_bad(r) for r in rows] == [False, True]
-    assert gpu_runner.summary(rows[:1], "exec", 1)[-1].split()[-1] == "ok"
+    assert [report.is_bad(r) for r in rows] == [False, True]
+    assert report.summary(rows[:1], "nbclient", 1)[-1].split()[-1] == "ok"
 
 
 def test_an_exhausted_budget_runs_nothing_and_says_so(tmp_path):
-    budget = gpu_runner.Budget(10)   # under MIN_LEFT_S from the start
-    run = gpu_runner.Run(tmp_path, budget, cuda=False)
-    rows = gpu_runner.run_lessons(run, "exec", [("01_a", tmp_path / "01_a.ipynb")])
+    budget = settings.Budget(10)   # under MIN_LEFT_S from the start
+    run = settings.Run(tmp_path, budget, cuda=False)
+    rows = cli.run_lessons(run, "nbclient", [("01_a", tmp_path / "01_a.ipynb")])
     assert [(r["lesson"], r["status"]) for r in rows] == [("01_a", "NOT RUN (time budget)"),
-                                                          (gpu_runner.CUDA_ASSERTIONS, "NOT RUN (time budget)")]
+                                                          (runners.CUDA_ASSERTIONS, "NOT RUN (time budget)")]
 
 
-def test_exec_runner_on_a_relative_notebook_path(tmp_path, monkeypatch):
-    """The child runs in the notebook's folder, so the runner hands it an absolute path."""
+def test_nbclient_runner_on_a_relative_notebook_path(tmp_path, monkeypatch):
+    """The kernel runs in the notebook's folder (a lesson reads files beside it), also from a relative path."""
     lesson = tmp_path / "solutions" / "00_tiny"
     lesson.mkdir(parents=True)
-    tiny_notebook(lesson / "00_tiny.ipynb")
+    (lesson / "beside.txt").write_text("20")
+    notebook = tiny_notebook(lesson / "00_tiny.ipynb")
+    nb = nbformat.read(notebook, as_version=4)
+    nb.cells[0].source = "x = int(open('beside.txt').read())"
+    nbformat.write(nb, notebook)
     monkeypatch.chdir(tmp_path)
-    run = gpu_runner.Run(tmp_path, gpu_runner.Budget(120), cuda=False)
-    result = gpu_runner.run_exec(run, "00_tiny", Path("solutions/00_tiny/00_tiny.ipynb"))
+    run = settings.Run(tmp_path, settings.Budget(120), cuda=False)
+    result = runners.run_nbclient(run, "00_tiny", Path("solutions/00_tiny/00_tiny.ipynb"))
     assert [result[k] for k in ("run", "skipped", "passed", "failed", "status")] == [2, 1, 2, 0, "ok"], result

@@ -81,9 +81,10 @@ def test_gpu_script_replaces_the_old_check_and_parses():
     assert GPU_SCRIPT.is_file() and os.access(GPU_SCRIPT, os.X_OK)
     subprocess.run(["bash", "-n", str(GPU_SCRIPT)], check=True)
     assert "autograder.gpu_runner" in GPU_SCRIPT.read_text(), "the shell entry runs the Python module"
-    runner = (REPO / "autograder" / "gpu_runner.py").read_text()   # what the GPU job really does
+    package = REPO / "autograder" / "gpu_runner"   # what the GPU job really does
+    runner = "\n".join(path.read_text() for path in sorted(package.glob("*.py")))
     for needed in ("test_cuda_", "PTE_EXPECT_CUDA", "nbval-ignore-output", "summary"):
-        assert needed in runner, f"autograder/gpu_runner.py no longer mentions {needed}"
+        assert needed in runner, f"autograder/gpu_runner/ no longer mentions {needed}"
     if "test-gpu" in make_targets():
         recipe = (REPO / "Makefile").read_text().split("\ntest-gpu:", 1)[1].split("\n\n", 1)[0]
         assert ".ci/gpu-test.sh" in recipe, "`make test-gpu` should run .ci/gpu-test.sh"
