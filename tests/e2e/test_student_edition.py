@@ -291,7 +291,7 @@ def reachable_modules(root: Path) -> set[str]:
     def imported(text: str) -> set[str]:
         names = set(re.findall(r"autograder\.kernel\.(\w+)", text))
         groups = re.findall(r"from autograder\.kernel import \(([\w\s,]+)\)", text)
-        groups += re.findall(r"from autograder\.kernel import ([\w ,]+)$", text, re.M)
+        groups += re.findall(r"from autograder\.kernel import ([\w ,]+?)\s*(?:#.*)?$", text, re.M)
         for group in groups:
             names |= {n.strip().split(" as ")[0] for n in group.split(",") if n.strip()}
         names |= set(re.findall(r"from \.(\w+) import", text)) | set(re.findall(r"from \. import (\w+)", text))
