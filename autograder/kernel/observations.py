@@ -12,18 +12,36 @@ The same :func:`compare` decides a match in two places:
 - in the grader's own trusted process, where the student's kernel only recorded.
 
 Tolerances and labels always come from the *reference* entry.
+
+An observation travels from the kernel as display data whose MIME type names its format
+(:data:`MIME`, as Vega-Lite's ``application/vnd.vegalite.v5+json`` does); the grader reads it back as an
+``autograder.kernel.messages.Observation`` of :data:`FORMAT` and refuses one of another format.
 """
 from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
-MIME = "application/vnd.pte.observation+json"
-FORMAT = 1
+FORMAT = 1                   # the observation message's version (messages.Observation.VERSION): it is in MIME
+MIME = f"application/vnd.pte.observation.v{FORMAT}+json"
+_ANY_MIME = re.compile(r"application/vnd\.pte\.observation(?:\.v(\d{1,9}))?\+json")
 MAX_ELEMENTS = 50_000        # per tensor or array
 MAX_CHARS = 400_000          # one encoded observation
 MAX_DEPTH = 6
+
+
+def is_mime(key: Any) -> bool:
+    """Is ``key`` an observation's MIME type, of any format (so that one of another format is refused, not
+    overlooked)?"""
+    return isinstance(key, str) and _ANY_MIME.fullmatch(key) is not None
+
+
+def mime_format(mime: str) -> int | None:
+    """The format an observation MIME type names; None for the unversioned type of the first releases."""
+    found = _ANY_MIME.fullmatch(mime)
+    return int(found.group(1)) if found and found.group(1) else None
 
 
 class TooLarge(ValueError):

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder.kernel import observations  # standard library only, as this module
+from autograder.kernel import messages, observations  # standard library only, as this module
 
 # nbgrader's markers, inside an answer cell and inside a test cell. Spelled in two parts: this file ships in
 # the student edition, whose leak check refuses any file that holds a marker as it appears in a notebook.
@@ -102,14 +102,30 @@ def strip_hidden(source: str) -> str:
 
 # ---------------------------------------------------------------- observations in a cell's outputs
 
+def _observation_mime(output) -> str | None:
+    data = output.get("data") if output.get("output_type") == "display_data" else None
+    return next((key for key in data if observations.is_mime(key)), None) if isinstance(data, dict) else None
+
+
 def is_observation(output) -> bool:
-    """A display output that carries one hidden check's observation (under ``observations.MIME``)."""
-    return output.get("output_type") == "display_data" and observations.MIME in (output.get("data") or {})
+    """A display output that carries one hidden check's observation (under an observation MIME type, this
+    version's :data:`observations.MIME` or another's)."""
+    return _observation_mime(output) is not None
 
 
-def observations_in(outputs) -> list:
-    """The observation payloads among ``outputs`` (a cell's, in order; raw and untrusted)."""
-    return [out["data"][observations.MIME] for out in outputs if is_observation(out)]
+def observations_in(outputs) -> list[messages.Observation | messages.MessageError]:
+    """The observations among ``outputs`` (a cell's, in order), each read as a
+    :class:`messages.Observation`, or in its place the :class:`messages.MessageError` that says why it is none
+    (another format, a missing or mistyped field). Untrusted: from the kernel."""
+    found = []
+    for out in outputs:
+        mime = _observation_mime(out)
+        if mime is not None:
+            try:
+                found.append(messages.Observation.from_display(mime, out["data"][mime]))
+            except messages.MessageError as error:
+                found.append(error)
+    return found
 
 
 def without_observations(outputs) -> list:
@@ -129,13 +145,17 @@ class Reference:
     cells: dict[str, list[dict]] = field(default_factory=dict)
 
     @staticmethod
-    def entries(payloads: list) -> list[dict]:
-        """The reference entries of one test cell's observation payloads (ValueError if one is malformed)."""
+    def entries(observed: list) -> list[dict]:
+        """The reference entries of one test cell's observations: as :func:`observations_in` read them, or
+        payloads as found under this version's :data:`observations.MIME`. The MessageError of the first that
+        is malformed."""
         found = []
-        for payload in payloads:
-            if not isinstance(payload, dict) or "value" not in payload:
-                raise ValueError("a malformed observation (no value)")
-            found.append({key: payload.get(key) for key in ENTRY_KEYS})
+        for observation in observed:
+            if isinstance(observation, dict):
+                observation = messages.Observation.from_display(observations.MIME, observation)
+            if isinstance(observation, messages.MessageError):
+                raise observation
+            found.append({key: getattr(observation, key) for key in ENTRY_KEYS})
         return found
 
     def to_json(self, **extra) -> str:

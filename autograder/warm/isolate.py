@@ -7,7 +7,8 @@ The grading command's template runs as root on the host, with only the import-ti
 
 1. the **relay** (the forked child itself, outside): joins the kernel's cgroups (cpuset, memory, pids) while
    it still sees the host's hierarchy, unshares a PID namespace and forks its PID 1; it reports the kernel's
-   host pid (``P<pid>``) or why the sandbox could not be made (``E<why>``) on the template's pipe, waits for
+   host pid (``SandboxReady``) or why the sandbox could not be made (``SandboxFailed``; both messages of
+   ``autograder.grading.messages``) on the template's pipe, waits for
    PID 1 and ends as it ended (``_relay``);
 2. **PID 1** (``_init``): unshares mount, IPC, UTS, network and cgroup namespaces, then ``build_root``: a new
    root on a small tmpfs, ``/tmp`` first, the same read-only bind mounts as the cold sandbox's (system,
@@ -39,6 +40,8 @@ import shutil
 import signal
 import socket
 import struct
+
+from autograder.grading.messages import KernelStarted, MessageError, SandboxFailed, SandboxReady, decode_one_of
 
 CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x02000000, 0x04000000, 0x08000000
 CLONE_NEWPID, CLONE_NEWNET = 0x20000000, 0x40000000
@@ -103,11 +106,11 @@ def available() -> str | None:
 
 def launch(sandbox: dict, report: int, become) -> None:
     """In the child the template forked (its own session already): make the kernel's sandbox, start
-    ``become()`` in it, and write to ``report`` ``P<pid>`` (the kernel's host pid, once it runs as 65534 and
-    leads its own session) or ``E<why>``. This process (the relay) stays outside the kernel's namespaces,
+    ``become()`` in it, and write to ``report`` ``SandboxReady`` (the kernel's host pid, once it runs as 65534 and
+    leads its own session) or ``SandboxFailed``. This process (the relay) stays outside the kernel's namespaces,
     waits for them to end and exits as the kernel did. Never returns."""
     if os.environ.get(TEST_HOOK) == "1":   # the design without the per-child step: the kernel is this process
-        os.write(report, b"P%d" % os.getpid())
+        os.write(report, SandboxReady(os.getpid()).encode())
         os.close(report)
         become()
         os._exit(0)
@@ -122,7 +125,7 @@ def launch(sandbox: dict, report: int, become) -> None:
         life_r, life_w = os.pipe()   # PID 1 reads EOF here once the relay is gone
         init = os.fork()
     except Exception as error:  # nothing of the student's has run: the grader starts this kernel cold
-        os.write(report, f"E{type(error).__name__}: {error}".encode()[:4000])
+        os.write(report, SandboxFailed.of(error).encode())
         os._exit(1)
     if init == 0:
         os.close(ready_r)
@@ -131,15 +134,25 @@ def launch(sandbox: dict, report: int, become) -> None:
         _init(sandbox, ready_w, life_r, become)
     os.close(ready_w)
     os.close(life_r)
-    answer = _read_all(ready_r)
-    if answer == b"K":
+    answer = _init_answer(_read_all(ready_r))
+    if isinstance(answer, KernelStarted):
         import psutil  # preloaded by the template
 
         kernels = [child.pid for child in psutil.Process(init).children()]
-        answer = b"P%d" % kernels[0] if len(kernels) == 1 else b"Ethe kernel's host pid was not found"
-    os.write(report, answer or b"Ethe sandbox's first process ended before the kernel started")
+        answer = SandboxReady(kernels[0]) if len(kernels) == 1 else SandboxFailed("the kernel's host pid was not found")
+    os.write(report, answer.encode())
     os.close(report)
     _relay(init, life_w)
+
+
+def _init_answer(raw: bytes) -> KernelStarted | SandboxFailed:
+    """What PID 1 or the kernel wrote to the relay."""
+    if not raw:
+        return SandboxFailed("the sandbox's first process ended before the kernel started")
+    try:
+        return decode_one_of(raw, KernelStarted, SandboxFailed)
+    except MessageError as error:
+        return SandboxFailed(f"the sandbox's first process answered what the relay cannot read: {error}")
 
 
 def _read_all(fd: int) -> bytes:
@@ -164,7 +177,7 @@ def _init(sandbox: dict, ready: int, life: int, become) -> None:
         build_root(sandbox)
         kernel = os.fork()
     except Exception as error:
-        os.write(ready, f"E{type(error).__name__}: {error}".encode()[:4000])
+        os.write(ready, SandboxFailed.of(error).encode())
         os._exit(1)
     if kernel == 0:
         try:
@@ -172,9 +185,9 @@ def _init(sandbox: dict, ready: int, life: int, become) -> None:
             drop(sandbox)
             _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)   # after the uid change, which clears it
         except Exception as error:
-            os.write(ready, f"E{type(error).__name__}: {error}".encode()[:4000])
+            os.write(ready, SandboxFailed.of(error).encode())
             os._exit(1)
-        os.write(ready, b"K")
+        os.write(ready, KernelStarted().encode())
         os.close(ready)
         become()
         os._exit(0)

@@ -25,6 +25,17 @@ import sys
 import threading
 import time
 
+from autograder.grading.messages import (
+    TEMPLATE_SAYS,
+    ChildExited,
+    Forked,
+    ForkRequest,
+    MessageError,
+    StartCold,
+    TemplateReady,
+    decode_one_of,
+)
+
 KEY_PREFIXES = ("OMP_", "MKL_", "KMP_", "GOMP_", "ONEDNN_", "DNNL_", "ATEN_", "TORCH", "PYTORCH_", "CUDA_", "NVIDIA_",
                 "TRITON_", "LD_", "PYTHON", "OPENBLAS_", "NUMPY_", "NPY_", "MPL", "IPYTHON", "TRAITLETS_", "LC_",
                 "XDG_", "PTE_WARM_TEST_")
@@ -37,7 +48,7 @@ _registry_lock = threading.Lock()
 
 
 class TemplateGone(RuntimeError):
-    """The template exited or closed its socket."""
+    """The template exited, closed its socket or sent what this launcher cannot read."""
 
 
 class Template:
@@ -53,9 +64,10 @@ class Template:
         ours.setblocking(False)
         self.sock, self.pid, self.owner = ours, self.proc.pid, os.getpid()
         self.ready: dict | None = None
-        self.replies: dict[int, dict] = {}
+        self.replies: dict[int, Forked | StartCold] = {}
         self.exits: dict[int, int] = {}
         self.eof = False
+        self.unreadable = ""   # why the last message could not be read: the template is not used again
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
 
@@ -75,13 +87,19 @@ class Template:
                 if not data:
                     self.eof = True
                     return
-                message = json.loads(data)
-                if "ready" in message:
-                    self.ready = {**message, "wall": round(time.perf_counter() - self.started, 3)}
-                elif "exit" in message:
-                    self.exits[message["exit"]] = message["status"]
+                try:
+                    message = decode_one_of(data, *TEMPLATE_SAYS)
+                except MessageError as error:   # another version's template: ended, and replaced when asked for
+                    self.eof, self.unreadable = True, str(error)
+                    self.proc.kill()
+                    return
+                if isinstance(message, TemplateReady):
+                    self.ready = {"ready": message.pid, "seconds": message.seconds,
+                                  "wall": round(time.perf_counter() - self.started, 3)}
+                elif isinstance(message, ChildExited):
+                    self.exits[message.pid] = message.status
                 else:
-                    self.replies[message["id"]] = message
+                    self.replies[message.id] = message
 
     async def _until(self, get, timeout: float, pause: float):
         deadline = time.monotonic() + timeout
@@ -91,7 +109,8 @@ class Template:
             if value is not None:
                 return value
             if not self.alive():
-                raise TemplateGone(f"template {self.pid} exited ({self.proc.poll()})")
+                raise TemplateGone(f"template {self.pid} sent what this launcher cannot read: {self.unreadable}"
+                                   if self.unreadable else f"template {self.pid} exited ({self.proc.poll()})")
             if time.monotonic() > deadline:
                 raise TimeoutError(f"template {self.pid} did not answer in {timeout:.0f} s")
             await asyncio.sleep(pause)
@@ -99,12 +118,12 @@ class Template:
     async def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> dict:
         return await self._until(lambda: self.ready, timeout, 0.01)
 
-    async def fork(self, request: dict, fds: list[int]) -> dict:
-        """Ask for one kernel: ``{"pid": N}`` or ``{"cold": reason}``."""
+    async def fork(self, request: ForkRequest, fds: list[int]) -> Forked | StartCold:
+        """Ask for one kernel (``request``'s id is set here): its pid, or why it must start cold."""
         await self.wait_ready()
-        request = {**request, "id": next(self._ids)}
-        socket.send_fds(self.sock, [json.dumps(request).encode()], fds)
-        return await self._until(lambda: self.replies.pop(request["id"], None), REPLY_TIMEOUT_S, 0.001)
+        request.id = next(self._ids)
+        socket.send_fds(self.sock, [request.encode()], fds)
+        return await self._until(lambda: self.replies.pop(request.id, None), REPLY_TIMEOUT_S, 0.001)
 
     def exit_status(self, pid: int, wait_s: float) -> int | None:
         """The child's exit status as the template reported it; None when it cannot (the template is gone)."""

@@ -32,6 +32,7 @@ import time
 from jupyter_client.provisioning.local_provisioner import LocalProvisioner
 from jupyter_client.provisioning.provisioner_base import KernelProvisionerBase
 
+from autograder.grading.messages import ForkRequest, StartCold
 from autograder.warm.pool import ForkedProcess, TemplateGone, get_template
 
 # The grader's sandbox spec (autograder.warm.isolate.spec) travels as this argument of ``start_kernel``, which
@@ -184,19 +185,19 @@ class ForkingProvisioner(LocalProvisioner):
             if kwargs.get("stderr") == subprocess.STDOUT:
                 fds[1] = fds[0]
             argv = [os.path.expanduser(arg) for arg in cmd[1:]]
-            request = {"argv": argv, "env": env, "cwd": str(cwd), "umask": _umask(), "sandbox": sandbox}
+            request = ForkRequest(0, argv, env, str(cwd), _umask(), sandbox)
             started = time.perf_counter()
             reply = await template.fork(request, fds)
         finally:
             for fd in opened:
                 os.close(fd)
-        if "cold" in reply:
-            return f"the template answered: {reply['cold']}"
-        if sandbox is not None and not reply.get("sandboxed"):   # never so: the template answers cold instead
-            os.kill(reply["pid"], signal.SIGKILL)
+        if isinstance(reply, StartCold):
+            return f"the template answered: {reply.reason}"
+        if sandbox is not None and not reply.sandboxed:   # never so: the template answers cold instead
+            os.kill(reply.pid, signal.SIGKILL)
             return "the template forked a kernel without reporting its sandbox"
         # LocalProvisioner.launch_kernel's bookkeeping, with a ForkedProcess in place of its Popen
-        self.process = ForkedProcess(reply["pid"], template, cmd)
+        self.process = ForkedProcess(reply.pid, template, cmd)
         self.pid = self.process.pid
         self.pgid = os.getpgid(self.pid)   # == pid: the template replies once the child has called setsid()
         self.cwd = cwd

@@ -2,17 +2,18 @@
 
 Started by ``autograder.warm.pool`` (never by hand) as ``python -m autograder.warm.template FD`` with
 ``cwd="/"``, its stdin on ``/dev/null`` and ``FD`` its end of an ``AF_UNIX``/``SOCK_SEQPACKET`` socket pair.
-One JSON object per message:
+One message (``autograder.grading.messages``) per packet:
 
-- template -> launcher, once imported: ``{"ready": pid, "seconds": import time}``;
-- launcher -> template: ``{"id": n, "argv": [...], "env": {...}, "cwd": "...", "umask": m}`` with two file
-  descriptors attached (``SCM_RIGHTS``): the kernel's stdout and stderr, the ones a cold kernel would inherit;
-  ``argv`` is the kernel's command after the Python (``["-m", "ipykernel_launcher", "-f", file]``);
-- template -> launcher: ``{"id": n, "pid": pid}`` once the child is its own session leader, or
-  ``{"id": n, "cold": reason}`` when forking is not safe now: the launcher then starts that kernel cold;
-- template -> launcher: ``{"exit": pid, "status": code}`` when a child ends (``Popen.returncode``'s convention).
+- template -> launcher, once imported: ``TemplateReady`` (its pid, its import time);
+- launcher -> template: ``ForkRequest`` (the kernel's ``argv`` after the Python, ``env``, ``cwd``, ``umask``,
+  and for a grading kernel its ``sandbox`` policy) with two file descriptors attached (``SCM_RIGHTS``): the
+  kernel's stdout and stderr, the ones a cold kernel would inherit;
+- template -> launcher: ``Forked`` (the kernel's pid) once the child is its own session leader, or
+  ``StartCold`` (the reason) when forking is not safe now: the launcher then starts that kernel cold;
+- template -> launcher: ``ChildExited`` (pid, ``Popen.returncode``'s convention) when a child ends.
 
-At EOF on the socket (the launcher closed it or died) the template exits. It is single-threaded: one
+At EOF on the socket (the launcher closed it or died) the template exits, and so it does on a request it cannot
+read (another version's: the launcher then starts a new template). It is single-threaded: one
 ``select`` over the socket and a pidfd per child, no signal handler, no thread, no ZMQ context, no tensor
 operation; ``unsafe_reason()`` checks that before every fork.
 
@@ -36,7 +37,6 @@ import atexit
 import gc
 import importlib
 import importlib.util
-import json
 import os
 import random
 import select
@@ -46,6 +46,19 @@ import threading
 import time
 import traceback
 from pathlib import Path
+
+from autograder.grading.messages import (
+    ChildExited,
+    Forked,
+    ForkRequest,
+    Message,
+    MessageError,
+    SandboxFailed,
+    SandboxReady,
+    StartCold,
+    TemplateReady,
+    decode_one_of,
+)
 
 INLINE = "module://matplotlib_inline.backend_inline"
 _STATE: dict = {}   # what main() saw at start-up, for the children
@@ -108,7 +121,7 @@ def reseed() -> None:
             torch.default_generator.seed()
 
 
-def _become_kernel(request: dict, stdout: int, stderr: int) -> None:
+def _become_kernel(request: ForkRequest, stdout: int, stderr: int) -> None:
     """In the child: turn into what ``python -m ipykernel_launcher ...`` would be, then run it."""
     stdin, closed = os.pipe()   # a cold kernel's stdin: a pipe whose writing end the launcher closed
     os.close(closed)
@@ -116,13 +129,13 @@ def _become_kernel(request: dict, stdout: int, stderr: int) -> None:
         os.dup2(fd, target)
     for fd in {stdin, stdout, stderr} - {0, 1, 2}:
         os.close(fd)
-    os.chdir(request["cwd"])
-    os.umask(request["umask"])
+    os.chdir(request.cwd)
+    os.umask(request.umask)
     os.environ.clear()
-    os.environ.update(request["env"])
+    os.environ.update(request.env)
     reseed()
     Path("/proc/self/comm").write_text(os.path.basename(sys.executable)[:15])   # what exec sets: its name
-    argv = request["argv"]
+    argv = request.argv
     sys.orig_argv = [sys.executable, *argv]
     sys.argv = [_STATE["launcher"], *argv[2:]]
     sys.path[:] = _STATE["path"]
@@ -137,7 +150,7 @@ def _become_kernel(request: dict, stdout: int, stderr: int) -> None:
     app.launch_new_instance()
 
 
-def _child(sock: socket.socket, request: dict, fds: list[int], close: list[int], ready_w: int) -> None:
+def _child(sock: socket.socket, request: ForkRequest, fds: list[int], close: list[int], ready_w: int) -> None:
     """Runs in the forked child and never returns into the template's loop."""
     code = 1
     try:
@@ -145,11 +158,11 @@ def _child(sock: socket.socket, request: dict, fds: list[int], close: list[int],
         sock.close()
         for fd in close:
             os.close(fd)
-        if request.get("sandbox") is not None:
+        if request.sandbox is not None:
             # the per-child step (autograder.warm.isolate): this process stays outside as the relay
             from autograder.warm import isolate
 
-            isolate.launch(request["sandbox"], ready_w, lambda: _sandboxed_kernel(request, fds))
+            isolate.launch(request.sandbox, ready_w, lambda: _sandboxed_kernel(request, fds))
         os.close(ready_w)   # the template waits for this: the child leads its own process group now
         _become_kernel(request, *fds)
         code = 0
@@ -168,19 +181,29 @@ def _child(sock: socket.socket, request: dict, fds: list[int], close: list[int],
             os._exit(code)
 
 
-def _sandboxed_kernel(request: dict, fds: list[int]) -> None:
+def _sandboxed_kernel(request: ForkRequest, fds: list[int]) -> None:
     """The kernel inside its sandbox (uid 65534, no capability): the font cache, then the kernel."""
     from autograder.warm import isolate
 
-    isolate.copy_font_cache(request["sandbox"], request["env"].get("HOME", request["cwd"]))
+    isolate.copy_font_cache(request.sandbox, request.env.get("HOME", request.cwd))
     _become_kernel(request, *fds)
 
 
-def _send(sock: socket.socket, message: dict) -> None:
-    sock.send(json.dumps(message).encode())
+def _send(sock: socket.socket, message: Message) -> None:
+    sock.send(message.encode())
 
 
-def fork_kernel(sock: socket.socket, request: dict, fds: list[int], children: dict[int, int],
+def _sandbox_answer(raw: bytes) -> SandboxReady | SandboxFailed:
+    """What the relay wrote on the child's pipe: the kernel's host pid, or why there is no sandbox."""
+    if not raw:
+        return SandboxFailed("the relay ended without an answer")
+    try:
+        return decode_one_of(raw, SandboxReady, SandboxFailed)
+    except MessageError as error:
+        return SandboxFailed(f"the relay's answer cannot be read: {error}")
+
+
+def fork_kernel(sock: socket.socket, request: ForkRequest, fds: list[int], children: dict[int, int],
                 kernels: dict[int, int]) -> None:
     """Answer one request: fork a kernel, or say why it must start cold."""
     reason = unsafe_reason()
@@ -189,7 +212,7 @@ def fork_kernel(sock: socket.socket, request: dict, fds: list[int], children: di
     if reason is not None:
         for fd in fds:
             os.close(fd)
-        _send(sock, {"id": request["id"], "cold": reason})
+        _send(sock, StartCold(request.id, reason))
         return
     sys.stdout.flush()
     sys.stderr.flush()
@@ -204,20 +227,21 @@ def fork_kernel(sock: socket.socket, request: dict, fds: list[int], children: di
         _child(sock, request, fds, list(children.values()), ready_w)
     os.close(ready_w)
     answer = b""   # EOF once the child has called setsid(): its pgid is its pid from here on
-    while chunk := os.read(ready_r, 4096):   # a sandboxed child says P<kernel's pid> or E<why> first
+    while chunk := os.read(ready_r, 4096):   # a sandboxed child's relay says SandboxReady or SandboxFailed first
         answer += chunk
     os.close(ready_r)
     for fd in fds:
         os.close(fd)
     children[pid] = os.pidfd_open(pid)
-    if request.get("sandbox") is None:
-        _send(sock, {"id": request["id"], "pid": pid})
-    elif answer.startswith(b"P"):
-        kernels[pid] = int(answer[1:])   # the relay's exit is reported as the kernel's
-        _send(sock, {"id": request["id"], "pid": kernels[pid], "sandboxed": True})
+    if request.sandbox is None:
+        _send(sock, Forked(request.id, pid))
+        return
+    sandbox = _sandbox_answer(answer)
+    if isinstance(sandbox, SandboxReady):
+        kernels[pid] = sandbox.pid   # the relay's exit is reported as the kernel's
+        _send(sock, Forked(request.id, sandbox.pid, sandboxed=True))
     else:
-        _send(sock, {"id": request["id"], "cold": "the sandbox could not be made: "
-                     + answer[1:].decode(errors="replace")})
+        _send(sock, StartCold(request.id, "the sandbox could not be made: " + sandbox.reason))
 
 
 def reap(sock: socket.socket, children: dict[int, int], kernels: dict[int, int]) -> None:
@@ -232,7 +256,7 @@ def reap(sock: socket.socket, children: dict[int, int], kernels: dict[int, int])
         pidfd = children.pop(pid, None)
         if pidfd is not None:
             os.close(pidfd)
-        _send(sock, {"exit": kernels.pop(pid, pid), "status": os.waitstatus_to_exitcode(status)})
+        _send(sock, ChildExited(kernels.pop(pid, pid), os.waitstatus_to_exitcode(status)))
 
 
 def serve(sock: socket.socket) -> None:
@@ -246,7 +270,12 @@ def serve(sock: socket.socket) -> None:
         message, fds, _flags, _addr = socket.recv_fds(sock, 1 << 20, 2)
         if not message:
             return   # EOF: the launcher is gone
-        fork_kernel(sock, json.loads(message), list(fds), children, kernels)
+        try:
+            request = ForkRequest.decode(message)
+        except MessageError as error:   # another version's launcher: it starts a template of its own
+            print(f"pte-template: {error}; exiting", file=sys.stderr)
+            return
+        fork_kernel(sock, request, list(fds), children, kernels)
 
 
 def main() -> None:
@@ -262,7 +291,7 @@ def main() -> None:
     if os.environ.get("PTE_WARM_TEST_THREAD") == "1":   # test hook, see the module's docstring
         threading.Thread(target=time.sleep, args=(3600,), daemon=True).start()
     try:
-        _send(sock, {"ready": os.getpid(), "seconds": round(time.perf_counter() - started, 3)})
+        _send(sock, TemplateReady(os.getpid(), round(time.perf_counter() - started, 3)))
         serve(sock)
     except (BrokenPipeError, ConnectionResetError):
         pass   # the launcher is gone

@@ -39,6 +39,7 @@ patches reach nothing else, and the judge must reject it.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 import os
 import re
@@ -49,7 +50,7 @@ import pytest
 
 from autograder import course, warm
 from autograder.grading.judging import judge
-from autograder.kernel import protocol
+from autograder.kernel import messages, protocol
 
 import coursekit as kit
 from kernelkit import Kernel
@@ -97,8 +98,9 @@ def grant_booleans(reference: list[dict], payloads: list) -> list:
     """The payloads as a forger who controls every boolean observation would make them."""
     granted = []
     for index, payload in enumerate(payloads):
-        if index < len(reference) and holds_boolean(reference[index]["value"]) and isinstance(payload, dict):
-            payload = {**payload, "value": reference[index]["value"]}
+        if index < len(reference) and holds_boolean(reference[index]["value"]) and \
+                isinstance(payload, messages.Observation):
+            payload = dataclasses.replace(payload, value=reference[index]["value"])
         granted.append(payload)
     return granted
 
@@ -173,7 +175,7 @@ class LessonSession:
             result = self.kernel.run(hidden, timeout=300)
         finally:
             self.kernel.run("import os; os.environ['PTE_OBSERVE'] = 'compare'")
-        payloads = [d[judge.observations.MIME] for d in result.displays if judge.observations.MIME in d]
+        payloads = protocol.observations_in([{"output_type": "display_data", "data": d} for d in result.displays])
         return payloads, result.status == "ok"
 
     def hidden_verdict(self, exercise: str) -> judge.Verdict:

@@ -47,7 +47,7 @@ from autograder import course, warm
 from autograder.grading.judging import judge
 from autograder.grading.judging.reference import CACHE_DIR
 from autograder.grading.plan.planning import GRADING_DIR
-from autograder.kernel import protocol
+from autograder.kernel import messages, protocol
 
 import coursekit as kit
 
@@ -184,7 +184,8 @@ def judge_all(reference: dict[str, list[dict]], observed: dict[str, list[dict]])
     """test cell -> why the judge rejects ``observed`` against ``reference`` (empty when it accepts all)."""
     rejected = {}
     for test, entries in reference.items():
-        payloads = [{"value": entry["value"]} for entry in observed.get(test, [])]
+        payloads = [messages.Observation(test, index, entry["label"], entry["value"], entry["atol"], entry["rtol"],
+                                         entry.get("hint")) for index, entry in enumerate(observed.get(test, []))]
         verdict = judge.judge_cell(entries, payloads, finished=True)
         if not verdict.passed:
             rejected[test] = verdict.reason

@@ -15,6 +15,7 @@ from autograder.grading.record import recording
 from autograder.grading.report import reporting
 from autograder.grading.run import engine, runner, worker
 from autograder.kernel import protocol
+from autograder.kernel.messages import Observation
 
 
 def _nb(*cells):
@@ -221,7 +222,7 @@ def test_a_value_the_judge_cannot_take_fails_only_its_cell():
     reference = [{"label": "x", "value": {"type": "float", "value": 1.0}, "atol": 1e-6, "rtol": 0.0}]
     for forged in ({"type": "float", "value": 10**400}, {"type": "tensor", "dtype": "torch.float32", "shape": [1],
                                                           "values": [10**400]}, {"type": "float"}, [[[]]]):
-        verdict = judge.judge_cell(reference, [{"value": forged}], finished=True)
+        verdict = judge.judge_cell(reference, [Observation("test_x", 0, "x", forged, 0.0, 0.0, None)], finished=True)
         assert not verdict.passed and "malformed" in verdict.reason or "wrong" in verdict.reason, verdict
 
 
@@ -480,7 +481,7 @@ def test_one_hidden_split_for_the_release_the_grader_and_the_self_check():
 
 def test_the_reference_file_is_written_and_read_in_one_shape(tmp_path):
     entry = {"label": "x", "value": {"type": "float", "value": 1.0}, "atol": 1e-6, "rtol": 0.0, "hint": None}
-    reference = protocol.Reference("01_x", {"test_f": protocol.Reference.entries([dict(entry, extra=1)])})
+    reference = protocol.Reference("01_x", {"test_f": protocol.Reference.entries([Observation("test_f", 0, **entry)])})
     path = tmp_path / protocol.REFERENCE_FILE
     reference.write(path, key="k")
     assert protocol.Reference.read(path) == reference

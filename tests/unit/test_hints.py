@@ -16,7 +16,7 @@ import pytest
 
 from autograder import course
 from autograder.grading.judging import judge
-from autograder.kernel import protocol
+from autograder.kernel import messages, protocol
 
 LESSONS = course.lessons()
 
@@ -94,8 +94,8 @@ REFERENCE = [{"label": "to_class_labels([0., 2.])", "atol": 0.0, "rtol": 0.0,
 
 def test_a_failed_hidden_check_shows_the_references_hint_and_nothing_of_the_kernels():
     forged = {"type": "tensor", "dtype": "torch.float32", "shape": [2], "values": [0.0, 2.0]}
-    verdict = judge.judge_cell(REFERENCE, [{"value": forged, "hint": "SENT BY THE KERNEL", "label": "KERNEL LABEL"}],
-                               finished=True)
+    sent = messages.Observation("test_x", 0, "KERNEL LABEL", forged, 0.0, 0.0, "SENT BY THE KERNEL")
+    verdict = judge.judge_cell(REFERENCE, [sent], finished=True)
     assert not verdict.passed
     assert verdict.reason == ("hidden check 1 of 1 failed (wrong dtype). Hint: class labels must be integers of "
                               "dtype torch.long."), verdict.reason
@@ -105,7 +105,8 @@ def test_a_failed_hidden_check_shows_the_references_hint_and_nothing_of_the_kern
 def test_a_check_without_a_hint_says_only_which_check_failed():
     reference = [dict(REFERENCE[0], hint=None)]
     forged = {"type": "tensor", "dtype": "torch.int64", "shape": [2], "values": [0, 1]}
-    verdict = judge.judge_cell(reference, [{"value": forged}], finished=True)
+    verdict = judge.judge_cell(reference, [messages.Observation("test_x", 0, "x", forged, 0.0, 0.0, None)],
+                               finished=True)
     assert verdict.reason == "hidden check 1 of 1 failed (wrong values)", verdict.reason
 
 

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from autograder.grading.judging import judge
+from autograder.kernel import messages, protocol
 from autograder.kernel import observations as obs
 
 
@@ -63,9 +64,14 @@ def test_too_large_values_are_refused():
         obs.encode(torch.zeros(obs.MAX_ELEMENTS + 1))
 
 
+def observed(value, index: int = 0) -> messages.Observation:
+    """What a kernel's hidden check publishes for ``value`` (encoded), as the judge reads it."""
+    return messages.Observation("test_x", index, "x", value, 1e-6, 1e-6, None)
+
+
 def test_judge_needs_every_observation_in_order_and_a_finished_cell():
     reference = [ref(1, label="first"), ref(torch.tensor([0.5]), label="second")]
-    good = [{"value": obs.encode(1)}, {"value": obs.encode(torch.tensor([0.5]))}]
+    good = [observed(obs.encode(1)), observed(obs.encode(torch.tensor([0.5])), 1)]
     assert judge.judge_cell(reference, good, finished=True).passed
     assert not judge.judge_cell(reference, good, finished=False).passed
     assert "never reached" in judge.judge_cell(reference, good[:1], True).reason
@@ -81,11 +87,14 @@ def test_judge_needs_every_observation_in_order_and_a_finished_cell():
 ])
 def test_judge_rejects_malformed_payloads_without_crashing(payload):
     reference = [ref(torch.tensor([0.5]))]
-    assert not judge.judge_cell(reference, [payload], True).passed
+    if isinstance(payload, dict):   # the other fields as a kernel sends them
+        payload = {"test": "test_x", "index": 0, "label": "x", "atol": 0, "rtol": 0, "hint": None, **payload}
+    read = protocol.observations_in([{"output_type": "display_data", "data": {obs.MIME: payload}}])
+    assert not judge.judge_cell(reference, read, True).passed
 
 
 def test_judge_reason_never_shows_labels_or_expected_values():
     reference = [ref("EXPECTED-MARKER-7731", label="LABEL-MARKER-4412")]
-    verdict = judge.judge_cell(reference, [{"value": obs.encode("wrong")}], True)
+    verdict = judge.judge_cell(reference, [observed(obs.encode("wrong"))], True)
     assert not verdict.passed
     assert "MARKER" not in verdict.reason

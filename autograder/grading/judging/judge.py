@@ -28,6 +28,7 @@ import nbformat
 from autograder.grading.plan.settings import MAX_OBSERVATIONS
 from autograder.grading.status import Status
 from autograder.kernel import observations, protocol
+from autograder.kernel.messages import MessageError, Observation
 
 MEMORY_ERROR = re.compile(r"MemoryError|can't allocate memory|DefaultCPUAllocator|Cannot allocate memory")
 TAINT_NOTE = ("[grader] the outputs of this cell and of every later one are not shown: they were produced after "
@@ -53,30 +54,31 @@ def load_reference(source_dir: Path, assignment: str) -> dict[str, list[dict]]:
         raise ReferenceMissing(str(exc)) from None
 
 
-def judge_cell(reference: list[dict], payloads: list, finished: bool) -> Verdict:
-    """Decide one test cell from its reference and the kernel's (untrusted) observation payloads."""
+def judge_cell(reference: list[dict], observed: list[Observation | MessageError], finished: bool) -> Verdict:
+    """Decide one test cell from its reference and the kernel's (untrusted) observations, as
+    :func:`protocol.observations_in` read them."""
     if not finished:
         return Verdict(False, "the test cell did not run to its end")
     if not reference:
         return Verdict(False, "this test has no reference observations (the course must run `make release`)")
-    if len(payloads) > MAX_OBSERVATIONS:
-        return Verdict(False, f"the test cell published {len(payloads)} observations")
+    if len(observed) > MAX_OBSERVATIONS:
+        return Verdict(False, f"the test cell published {len(observed)} observations")
     total = len(reference)
     for index, ref in enumerate(reference):
-        if index >= len(payloads):
+        if index >= len(observed):
             return Verdict(False, f"hidden check {index + 1} of {total} was never reached")
-        payload = payloads[index]
-        if not isinstance(payload, dict) or "value" not in payload:
-            return Verdict(False, f"hidden check {index + 1} of {total}: malformed observation")
+        observation = observed[index]
+        if not isinstance(observation, Observation):   # the MessageError names the field or the format
+            return Verdict(False, f"hidden check {index + 1} of {total}: malformed observation ({observation})"[:300])
         try:
-            observations.to_json({"value": payload["value"]})  # size cap, and plain JSON only
-            found = observations.compare(ref, payload["value"])
+            observations.to_json({"value": observation.value})  # size cap, and plain JSON only
+            found = observations.compare(ref, observation.value)
         except Exception:  # whatever the kernel sent (10**400, a cycle, a bad type): this cell's failure alone
             return Verdict(False, f"hidden check {index + 1} of {total}: malformed or oversized observation")
         if found:
             return Verdict(False, f"hidden check {index + 1} of {total} failed (wrong {found[0]})" + _hint(ref))
-    if len(payloads) > total:
-        return Verdict(False, f"the test cell published {len(payloads)} observations; the test makes {total}")
+    if len(observed) > total:
+        return Verdict(False, f"the test cell published {len(observed)} observations; the test makes {total}")
     return Verdict(True)
 
 
@@ -121,7 +123,7 @@ def _settle_test_cell(run, index: int, reference: dict[str, list[dict]], tainted
     cell = run.nb.cells[index]
     grade_id = protocol.nbgrader_meta(cell).get("grade_id")
     hidden_outputs, hidden_status = run.hidden_runs.get(index, ([], None))
-    payloads = protocol.observations_in(hidden_outputs) + protocol.observations_in(cell.get("outputs", []))
+    observed = protocol.observations_in(hidden_outputs) + protocol.observations_in(cell.get("outputs", []))
     cell.source = protocol.strip_hidden(cell.source)
     cell["outputs"] = protocol.without_observations(cell.get("outputs", []))
     visible_error = next((o for o in cell.get("outputs", []) if o.get("output_type") == "error"), None)
@@ -143,7 +145,7 @@ def _settle_test_cell(run, index: int, reference: dict[str, list[dict]], tainted
     hidden_error = any(o.get("output_type") == "error" for o in hidden_outputs)
     finished = run.replies.get(index) == "ok" and visible_error is None and not hidden_error and (
         index not in run.hidden_runs or hidden_status == "ok")
-    verdict = judge_cell(reference.get(grade_id, []), payloads, finished)
+    verdict = judge_cell(reference.get(grade_id, []), observed, finished)
     run.verdicts[grade_id] = float(protocol.nbgrader_meta(cell).get("points") or 0) if verdict.passed else 0.0
     if not verdict.passed and visible_error is None:
         cell.outputs.append(error_output("HiddenTestFailed", verdict.reason))

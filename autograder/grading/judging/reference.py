@@ -100,11 +100,11 @@ def cache_key(solution_files: list[Path], threads: int) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
 
 
-def _entries(payloads: list) -> list[dict]:
+def _entries(observed: list) -> list[dict]:
     try:
-        entries = protocol.Reference.entries(payloads)
-    except ValueError:
-        raise ValueError("the solution published a malformed observation") from None
+        entries = protocol.Reference.entries(observed)
+    except ValueError as error:   # a MessageError: it says what is wrong (another format, a field)
+        raise ValueError(f"the solution published a malformed observation: {error}") from None
     for entry in entries:
         observations.to_json({"value": entry["value"]})   # its size cap, and plain JSON only
     return entries

@@ -5,7 +5,9 @@ The grader side: :class:`Recorder` keeps one recording process for the whole run
 ``phase2.log`` in the run's work folder), :func:`next_batch` is the batching policy, and
 :func:`record_batch` the retry policy (a batch nbgrader cannot record is recorded one student at a time).
 
-The recording process: ``python -m autograder.grading.record.recording --serve COURSE_DIR`` (:func:`serve`), or
+The recording process: ``python -m autograder.grading.record.recording --serve COURSE_DIR FD`` (:func:`serve`:
+:class:`~autograder.grading.messages.RecordRequest` messages on stdin, a
+:class:`~autograder.grading.messages.RecordAnswer` for each on the pipe ``FD``), or
 ``python -m autograder.grading.record.recording COURSE_DIR ASSIGNMENT STAGED_DIR [STUDENT ...]`` for one batch.
 nbgrader reads the staged submissions (the grader's executed, canonical notebooks) as if
 they were the submitted ones, sanitizes them as usual, and then, instead of executing
@@ -15,7 +17,6 @@ scores and comments into the gradebook (manual grades kept), late penalties, the
 """
 from __future__ import annotations
 
-import json
 import os
 import queue
 import subprocess
@@ -32,6 +33,7 @@ from traitlets.config import Config
 from traitlets.config.loader import PyFileConfigLoader
 
 from autograder.grading import private_apis
+from autograder.grading.messages import MessageError, RecordAnswer, RecordRequest
 from autograder.grading.plan.settings import RECORD_BATCH, RECORDER_STOP_S
 
 
@@ -115,9 +117,6 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-RESULT = "pte-phase2-result "   # the prefix of the recording process's answer lines
-
-
 class CompiledTemplates(BytecodeCache):
     """Jinja's bytecode cache, in memory: each batch's feedback app builds a new nbconvert exporter, whose new
     Jinja environment compiled the nine feedback templates again (0.35 s a batch). Jinja checks each entry
@@ -149,26 +148,31 @@ def compile_templates_once() -> CompiledTemplates:
     return cache
 
 
-def serve(course_dir: str) -> int:
-    """``--serve COURSE_DIR``: record batch after batch in one process, so that nbgrader is imported (and its
-    templates compiled) once per grading run rather than once per batch. Each line on stdin is a JSON request
-    (``assignment``, ``staged``, ``students``); each answer is one line on stdout, ``RESULT`` and JSON whose
-    ``error`` is None or what went wrong. nbgrader's own output goes to stderr."""
+def serve(course_dir: str, answer_fd: int) -> int:
+    """``--serve COURSE_DIR FD``: record batch after batch in one process, so that nbgrader is imported (and its
+    templates compiled) once per grading run rather than once per batch. Each line on stdin is a
+    :class:`RecordRequest`; each answer is a :class:`RecordAnswer`, one line on the pipe ``FD``, whose ``error`` is
+    None or what went wrong. Whatever nbgrader prints goes to stdout and stderr, never into the answers."""
     compile_templates_once()
-    answers = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)   # whatever nbgrader prints stays out of the answers
-    for line in sys.stdin:
-        request = json.loads(line)
-        try:
-            main([course_dir, request["assignment"], request["staged"], *request["students"]])
-            error = None
-        except SystemExit as exc:   # nbgrader's apps exit when a step fails
-            error = None if exc.code in (0, None) else f"nbgrader exited with {exc.code}"
-        except Exception:  # reported to the grader, which records the batch's students one by one
-            error = traceback.format_exc()[-2000:]
-        answers.write(RESULT + json.dumps({"error": error}) + "\n")
-        answers.flush()
+    with os.fdopen(answer_fd, "wb") as answers:
+        for line in sys.stdin.buffer:
+            answers.write(_record(course_dir, line).encode() + b"\n")
+            answers.flush()
     return 0
+
+
+def _record(course_dir: str, line: bytes) -> RecordAnswer:
+    try:
+        request = RecordRequest.decode(line)
+    except MessageError as exc:
+        return RecordAnswer(f"the recording process cannot read its request: {exc}")
+    try:
+        main([course_dir, request.assignment, request.staged, *request.students])
+        return RecordAnswer(None)
+    except SystemExit as exc:   # nbgrader's apps exit when a step fails
+        return RecordAnswer(None if exc.code in (0, None) else f"nbgrader exited with {exc.code}")
+    except Exception:  # reported to the grader, which records the batch's students one by one
+        return RecordAnswer(traceback.format_exc()[-2000:])
 
 
 
@@ -186,28 +190,32 @@ class Recorder:
         log.write_bytes(b"")   # this run's alone
 
     def start(self) -> None:
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", __name__, "--serve",
-                                          str(self.course)], cwd=self.course, stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, stderr=log, text=True)
+        answers_r, answers_w = os.pipe()
+        try:
+            with open(self.log, "ab") as log:
+                self.proc = subprocess.Popen([sys.executable, "-m", __name__, "--serve", str(self.course),
+                                              str(answers_w)], cwd=self.course, stdin=subprocess.PIPE,
+                                             stdout=log, stderr=log, pass_fds=(answers_w,))
+        finally:
+            os.close(answers_w)   # the process's copy is the only one: EOF when it ends
         self.answers: queue.Queue = queue.Queue()
 
         def read(stream, answers):
-            for line in stream:
-                if line.startswith(RESULT):
-                    answers.put(line[len(RESULT):])
+            with stream:
+                for line in stream:
+                    answers.put(line)
             answers.put(None)   # the process ended
 
-        threading.Thread(target=read, args=(self.proc.stdout, self.answers), daemon=True).start()
+        threading.Thread(target=read, args=(os.fdopen(answers_r, "rb"), self.answers), daemon=True).start()
 
     def record(self, assignment: str, staged_root: Path, students: list[str], timeout_s: float) -> str | None:
         """Autograde and feedback for ``students`` of ``assignment``; returns an error text or None."""
         if self.proc is None or self.proc.poll() is not None:
             self.start()
         logged = self.log.stat().st_size
-        request = {"assignment": assignment, "staged": str(staged_root), "students": students}
+        request = RecordRequest(assignment, str(staged_root), list(students))
         try:
-            self.proc.stdin.write(json.dumps(request) + "\n")
+            self.proc.stdin.write(request.encode() + b"\n")
             self.proc.stdin.flush()
             answer = self.answers.get(timeout=timeout_s)
         except queue.Empty:
@@ -220,7 +228,11 @@ class Recorder:
             with open(self.log, "rb") as log:
                 log.seek(logged)
                 return "nbgrader's recording process ended: " + log.read().decode(errors="replace")[-2000:]
-        error = json.loads(answer)["error"]
+        try:
+            error = RecordAnswer.decode(answer).error
+        except MessageError as exc:   # the process is not this grader's: it is not used again
+            self.stop()
+            return f"nbgrader's recording process answered what this grader cannot read: {exc}"
         if error:
             with open(self.log, "rb") as log:
                 log.seek(logged)
@@ -269,5 +281,5 @@ def record_batch(run, recorder: Recorder, assignment: str, students: list[str]) 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--serve"]:
-        sys.exit(serve(sys.argv[2]))
+        sys.exit(serve(sys.argv[2], int(sys.argv[3])))
     sys.exit(main(sys.argv[1:]))

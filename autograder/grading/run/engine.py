@@ -137,7 +137,7 @@ class Engine:
 
     def outcome_of(self, done: futures.Future, job: Job) -> list[NotebookResult]:
         try:
-            return [NotebookResult(**r) for r in done.result()]
+            return [NotebookResult.from_dict(r) for r in done.result()]
         except BrokenProcessPool:
             raise
         except Exception as exc:  # a grader fault on this submission alone

@@ -1,8 +1,10 @@
 """One submission, in a grading process of its own: check it, rebuild it, run it, judge it, stage it.
 
-What crosses into a worker is a :class:`Job` (plain data); what comes back is one :class:`NotebookResult`
-per notebook, as a dict. The executed notebooks wait in ``.grading/staged/`` for nbgrader's recording step
-(:mod:`autograder.grading.record.recording`). Nothing here raises to the engine: every fault becomes a status.
+What crosses into a worker is a :class:`Job` (plain data); what comes back is one
+:class:`~autograder.grading.messages.NotebookResult` message per notebook (``to_dict()``, which the engine reads
+back with ``NotebookResult.from_dict``). The executed notebooks wait in ``.grading/staged/`` for nbgrader's
+recording step (:mod:`autograder.grading.record.recording`). Nothing here raises to the engine: every fault
+becomes a status.
 
 The runner (and with it nbclient and jupyter_client) is imported where a notebook runs, not with this module:
 the report and ``python -m autograder finish`` read :class:`NotebookResult` without a kernel in sight. The
@@ -15,13 +17,14 @@ import os
 import shutil
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 
 from autograder.grading.intake import canonical, collect
 from autograder.grading.judging import judge
+from autograder.grading.messages import NotebookResult
 from autograder.grading.plan.settings import (
     MAX_NOTEBOOK_BYTES,
     MAX_TIMESTAMP_BYTES,
@@ -30,26 +33,6 @@ from autograder.grading.plan.settings import (
     Limits,
 )
 from autograder.grading.status import Status, SubmissionError
-
-
-@dataclass
-class NotebookResult:
-    student: str
-    assignment: str
-    notebook: str
-    status: Status = Status.GRADED
-    reason: str = ""
-    score: float = 0.0
-    max_score: float = 0.0
-    seconds: float = 0.0
-    execution_seconds: float = 0.0
-    kernel_start: str = ""                                   # "warm" or "cold"
-    timings: dict[str, float] = field(default_factory=dict)  # runner.Run.timings, rounded
-    notes: list[str] = field(default_factory=list)
-    verdicts: dict[str, float] = field(default_factory=dict)  # runner.Run.verdicts: grade id -> points earned
-
-    def __post_init__(self):
-        self.status = Status(self.status)   # from a worker's dict, the status comes back as its text
 
 
 @dataclass(frozen=True)
@@ -112,7 +95,7 @@ def grade_submission(job: Job, cpu_slots=None) -> list[dict]:
             present, refusal = collect.regular_notebooks(source_dir), None
         except SubmissionError as exc:
             present, refusal = [], exc
-        return [asdict(grade_notebook(job, name, limits, present, refusal)) for name in job.notebooks]
+        return [grade_notebook(job, name, limits, present, refusal).to_dict() for name in job.notebooks]
     finally:
         if slot is not None:
             cpu_slots.put(slot)
