@@ -79,7 +79,7 @@ def execute_in_place(path: Path, timeout: int = EXECUTION_TIMEOUT_S, lesson: str
             grade_id = protocol.nbgrader_meta(cell)["grade_id"]
             if not observed:
                 raise RuntimeError(f"{path.name}: test cell '{grade_id}' made no hidden observation; every graded "
-                                   "test needs at least one (checks.hidden(...).observe(...))")
+                                   "test needs at least one (HiddenTests(...).observe(...))")
             reference.cells[grade_id] = protocol.Reference.entries(observed)
     nbformat.write(nb, path)
     reference.write(path.parent / protocol.REFERENCE_FILE)

@@ -6,28 +6,17 @@ difference) and, where the symptom points at a known misconception, names it.
 Nothing is returned on success; a test cell simply runs to its end.
 
 These *visible* checks help a student in JupyterLab; they do not decide a grade. The
-grade comes from *hidden* checks (:func:`hidden`), which observe what the student's code
-produced on seeded inputs. Where they compare depends on where they run:
-
-- on the instructor's side (plain ``nbgrader autograde``, Validate on ``solutions/``,
-  nbval) each observation is compared in the kernel with the reference observation that
-  ``make release`` stored next to the solution, with an explanatory message;
-- under ``python -m autograder grade`` (``PTE_OBSERVE=record``) the kernel only records:
-  it never sees an expected value, and a trusted process outside the sandbox judges.
+grade comes from the hidden part of each test cell (:mod:`autograder.kernel.hidden`),
+which observes what the student's code produced on seeded inputs.
 """
 from __future__ import annotations
 
 import math
-import os
 import re
-from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import numpy as np
 import torch
-
-from autograder.kernel import observations as _obs
-from autograder.kernel import protocol
 
 # Called unbound on what a student's function returned, so that an instance attribute of the same name (a plain
 # tensor has a __dict__) cannot answer for it. Taken at import, before any student code: these are the methods
@@ -51,8 +40,7 @@ __all__ = [
     "check_no_autograd_history",
     "passed",
     "needs",
-    "hidden",
-    "HiddenTests",
+    "fail",
 ]
 
 
@@ -100,7 +88,8 @@ class needs:
         return False
 
 
-def _fail(name: str, problem: str, hint: str | None = None) -> None:
+def fail(name: str, problem: str, hint: str | None = None) -> None:
+    """Raise :class:`CheckFailed` saying ``name: problem`` and, if given, the likely mistake ``hint``."""
     message = f"{name}: {problem}"
     if hint:
         message += f"\nLikely mistake: {hint}"
@@ -170,7 +159,7 @@ def _explain_exception(exc: Exception, what: str, label: str, hints: Mapping[str
         ) from None
     text = f"{type(exc).__name__}: {exc}"
     hint = next((h for pattern, h in (hints or {}).items() if re.search(pattern, text)), None)
-    _fail(label, f"raised {text}", hint)
+    fail(label, f"raised {text}", hint)
 
 
 def check_type(value: Any, expected_type: type | tuple, name: str = "result", hint: str | None = None) -> None:
@@ -185,7 +174,7 @@ def check_type(value: Any, expected_type: type | tuple, name: str = "result", hi
                 hint = "the function does not return anything (a missing `return`?)"
             elif isinstance(value, torch.Tensor) and value.numel() == 1 and any(t in (bool, int, float) for t in types):
                 hint = "a one-element tensor is not a Python number: use `.item()` (or `bool(...)`)"
-        _fail(name, f"expected a {wanted}, got {describe(value)}", hint)
+        fail(name, f"expected a {wanted}, got {describe(value)}", hint)
 
 
 def _dtype_hint(actual: torch.dtype, expected: torch.dtype) -> str | None:
@@ -244,31 +233,31 @@ def check_tensor(
                 hint = "a NumPy array, not a tensor: convert with torch.from_numpy or torch.as_tensor."
             elif isinstance(actual, (int, float, list, tuple)):
                 hint = "a Python value, not a tensor: keep the result as a torch.Tensor."
-        _fail(name, f"expected a torch.Tensor, got {describe(actual)}", hint)
+        fail(name, f"expected a torch.Tensor, got {describe(actual)}", hint)
     if type(actual) not in (torch.Tensor, torch.nn.Parameter):
-        _fail(name, f"expected a plain torch.Tensor, got an instance of {type(actual).__name__}",
-              "return an ordinary tensor (a Tensor subclass can change how it compares).")
+        fail(name, f"expected a plain torch.Tensor, got an instance of {type(actual).__name__}",
+             "return an ordinary tensor (a Tensor subclass can change how it compares).")
     if tuple(actual.shape) != tuple(expected.shape):
-        _fail(
+        fail(
             name,
             f"shape is {tuple(actual.shape)}, expected {tuple(expected.shape)}",
             hints.get("shape") or _shape_hint(tuple(actual.shape), tuple(expected.shape)),
         )
     if check_dtype and actual.dtype != expected.dtype:
-        _fail(name, f"dtype is {actual.dtype}, expected {expected.dtype}",
-              hints.get("dtype") or _dtype_hint(actual.dtype, expected.dtype))
+        fail(name, f"dtype is {actual.dtype}, expected {expected.dtype}",
+             hints.get("dtype") or _dtype_hint(actual.dtype, expected.dtype))
     if check_device and actual.device != expected.device:
-        _fail(name, f"device is {actual.device}, expected {expected.device}",
-              hints.get("device")
-              or "tensors must be on the same device: move them with .to(device) and use the result.")
+        fail(name, f"device is {actual.device}, expected {expected.device}",
+             hints.get("device")
+             or "tensors must be on the same device: move them with .to(device) and use the result.")
     a = _detach(actual).to("cpu", torch.float64)
     e = _detach(expected).to("cpu", torch.float64)
     if a.numel() == 0:
         return
     nan_a, nan_e = torch.isnan(a), torch.isnan(e)
     if not bool(torch.all(torch.eq(nan_a, nan_e))):
-        _fail(name, f"has NaN where the expected result has {'none' if not bool(torch.any(nan_e)) else 'numbers'}",
-              hints.get("values"))
+        fail(name, f"has NaN where the expected result has {'none' if not bool(torch.any(nan_e)) else 'numbers'}",
+             hints.get("values"))
     a = a.masked_fill(nan_a, 0.0)
     e = e.masked_fill(nan_e, 0.0)
     diff = torch.abs(a - e)
@@ -277,7 +266,7 @@ def check_tensor(
     if bool(torch.any(bad)):
         worst = int(diff.argmax())
         index = tuple(int(i) for i in np.unravel_index(worst, tuple(a.shape))) if a.dim() else ()
-        _fail(
+        fail(
             name,
             f"values differ: {int(bad.sum())} of {a.numel()} elements outside tolerance, "
             f"max difference {float(diff.max()):.3g} at index {index} "
@@ -290,21 +279,21 @@ def check_number(actual: Any, expected: float, name: str = "result", *, tol: flo
                  kind: type = float, hint: str | None = None) -> None:
     """``actual`` must be a plain Python number (not a tensor) within ``tol`` of ``expected``."""
     if isinstance(actual, torch.Tensor):
-        _fail(name, f"expected a Python {kind.__name__}, got {describe(actual)}",
-              "a tensor was returned: convert a one-element tensor with `.item()` "
-              "(keeping the tensor also keeps its autograd graph alive).")
+        fail(name, f"expected a Python {kind.__name__}, got {describe(actual)}",
+             "a tensor was returned: convert a one-element tensor with `.item()` "
+             "(keeping the tensor also keeps its autograd graph alive).")
     if kind is float and isinstance(actual, int) and not isinstance(actual, bool):
         actual = float(actual)
     check_type(actual, kind, name)
     if not math.isfinite(actual) or abs(actual - expected) > tol:
-        _fail(name, f"is {actual!r}, expected {expected!r} (tolerance {tol:g})", hint)
+        fail(name, f"is {actual!r}, expected {expected!r} (tolerance {tol:g})", hint)
 
 
 def check_shares_storage(a: torch.Tensor, b: torch.Tensor, name: str = "result", hint: str | None = None) -> None:
     """``a`` and ``b`` must be windows on one storage (a view, not a copy)."""
     check_type(a, torch.Tensor, name)
     if storage_id(a) != storage_id(b):
-        _fail(name, "is a copy: it does not share storage with the input", hint)
+        fail(name, "is a copy: it does not share storage with the input", hint)
 
 
 def check_own_storage(result: torch.Tensor, source: torch.Tensor, name: str = "result",
@@ -312,16 +301,16 @@ def check_own_storage(result: torch.Tensor, source: torch.Tensor, name: str = "r
     """``result`` must not share storage with ``source`` (writing to one must not change the other)."""
     check_type(result, torch.Tensor, name)
     if storage_id(result) == storage_id(source):
-        _fail(name, "shares storage with the input, so writing to one changes the other", hint
-              or "`.detach()` (like a view) returns a tensor on the same storage: add `.clone()` to copy the data.")
+        fail(name, "shares storage with the input, so writing to one changes the other", hint
+             or "`.detach()` (like a view) returns a tensor on the same storage: add `.clone()` to copy the data.")
 
 
 def check_no_autograd_history(t: torch.Tensor, name: str = "result", hint: str | None = None) -> None:
     """``t`` must be outside the autograd graph: no ``grad_fn``, ``requires_grad=False``."""
     check_type(t, torch.Tensor, name)
     if t.grad_fn is not None or t.requires_grad:
-        _fail(name, f"is still attached to the autograd graph ({describe(t)})", hint
-              or "`.clone()` is recorded by autograd (grad_fn=CloneBackward0): call `.detach()` before `.clone()`.")
+        fail(name, f"is still attached to the autograd graph ({describe(t)})", hint
+             or "`.clone()` is recorded by autograd (grad_fn=CloneBackward0): call `.detach()` before `.clone()`.")
 
 
 def passed(what: str) -> None:
@@ -344,8 +333,8 @@ def dataset_item(dataset: Any, index: int, name: str | None = None, size: int = 
     except Exception as exc:  # the student's error is the finding we report
         _explain_exception(exc, f"{label}: __getitem__", label, hints)
     if not isinstance(item, (tuple, list)) or len(item) != size:
-        _fail(label, f"returned {describe(item)}; expected a tuple of {size} parts",
-              "__getitem__ should return one example as a tuple, e.g. `return image, label`.")
+        fail(label, f"returned {describe(item)}; expected a tuple of {size} parts",
+             "__getitem__ should return one example as a tuple, e.g. `return image, label`.")
     return tuple(item)
 
 
@@ -365,92 +354,6 @@ def expect_raises(fn: Callable, exc_type: type[BaseException] | tuple, message: 
     except Exception as exc:  # a wrong exception type is itself the finding
         if isinstance(exc, NotImplementedError):
             _explain_exception(exc, name, name, None)
-        _fail(f"{name}({_argument_summary(args, kwargs)})",
-              f"raised {type(exc).__name__}: {exc}, expected {wanted}", message)
-    _fail(f"{name}({_argument_summary(args, kwargs)})", f"returned without raising {wanted}", message)
-
-
-# ---------------------------------------------------------------- hidden checks
-
-def _find_reference(lesson: str) -> Path | None:
-    """The lesson's reference observations on the instructor's side, or ``None``.
-
-    Looked up in ``$PTE_REFERENCE_ROOT`` (a course folder), then from the kernel's working
-    folder upwards: the lesson's own folder (Validate, nbval) or a course root holding
-    ``solutions/<lesson>/`` (``nbgrader autograde`` runs in ``autograded/<student>/<lesson>``).
-    """
-    roots = [Path(os.environ["PTE_REFERENCE_ROOT"])] if os.environ.get("PTE_REFERENCE_ROOT") else []
-    here = Path.cwd().resolve()
-    roots += [here, *here.parents]
-    for root in roots:
-        for candidate in (root / protocol.REFERENCE_FILE if root.name == lesson else None,
-                          root / "solutions" / lesson / protocol.REFERENCE_FILE):
-            if candidate is not None and candidate.is_file():
-                return candidate
-    return None
-
-
-class HiddenTests:
-    """The hidden part of one test cell: a sequence of observations of the student's results.
-
-    ``observe`` never computes the answer itself: it takes what the student's code returned
-    on the test's seeded inputs. Keep every expected value out of the hidden code.
-    """
-
-    def __init__(self, lesson: str, test: str):
-        self.lesson, self.test = lesson, test
-        self.count = 0
-        self.recording = os.environ.get("PTE_OBSERVE") == "record"
-        self.reference: list[dict] | None = None
-        if not self.recording:
-            path = _find_reference(lesson)
-            if path is None:
-                raise CheckFailed(
-                    f"{test}: the hidden tests compare with reference observations that only the instructor's "
-                    f"copy of the course holds (solutions/{lesson}/{protocol.REFERENCE_FILE}); run `make release` to "
-                    "create them.")
-            cells = protocol.Reference.read(path).cells
-            if test not in cells:
-                raise CheckFailed(f"{test}: no reference observations in {path}: run `make release` again.")
-            self.reference = cells[test]
-
-    def observe(self, label: str, value: Any, *, atol: float = 1e-6, rtol: float = 1e-6,
-                strides: bool = False, hint: str | None = None) -> None:
-        """Record (grading) or compare (instructor side) what the student's code produced."""
-        index = self.count
-        self.count += 1
-        try:
-            encoded = _obs.encode(value, strides=strides)
-        except _obs.TooLarge as exc:
-            encoded = {"type": "too-large", "reason": str(exc)}
-        if self.recording:
-            entry = {"test": self.test, "index": index, "label": label, "value": encoded,
-                     "atol": atol, "rtol": rtol, "hint": hint}
-            try:
-                _obs.to_json(entry)
-            except (_obs.TooLarge, ValueError) as exc:
-                entry["value"] = {"type": "too-large", "reason": str(exc)}
-            from IPython.display import display
-            display({_obs.MIME: entry}, raw=True)
-            return
-        if index >= len(self.reference):
-            raise CheckFailed(f"{self.test}: more hidden observations than the reference holds: "
-                              "the test changed since `make release`; run it again.")
-        ref = self.reference[index]
-        if ref["label"] != label:
-            raise CheckFailed(f"{self.test}: hidden observation {index + 1} is '{label}' but the reference has "
-                              f"'{ref['label']}': run `make release` again.")
-        found = _obs.compare(ref, encoded)
-        if found:
-            _fail(f"{label} (hidden test)", found[1], ref.get("hint"))
-
-    def done(self) -> None:
-        """End of the hidden part: on the instructor's side, every reference observation was made."""
-        if not self.recording and self.count != len(self.reference):
-            raise CheckFailed(f"{self.test}: {self.count} hidden observations, the reference holds "
-                              f"{len(self.reference)}: run `make release` again.")
-
-
-def hidden(lesson: str, test: str) -> HiddenTests:
-    """Start the hidden part of test cell ``test`` of ``lesson``; see :class:`HiddenTests`."""
-    return HiddenTests(lesson, test)
+        fail(f"{name}({_argument_summary(args, kwargs)})",
+             f"raised {type(exc).__name__}: {exc}, expected {wanted}", message)
+    fail(f"{name}({_argument_summary(args, kwargs)})", f"returned without raising {wanted}", message)

@@ -53,8 +53,10 @@ def test_graded_parts_follow_the_pattern(lesson):
         assert test.source.lstrip().startswith('"""'), f"test_{name} should open with a one-line docstring"
         assert "### BEGIN HIDDEN TESTS" in test.source, f"test_{name} has no hidden tests"
         hidden = test.source.split("### BEGIN HIDDEN TESTS")[1]
-        assert f'checks.hidden("{lesson}", "test_{name}")' in hidden and ".observe(" in hidden, (
-            f"test_{name}: the hidden part must observe through checks.hidden({lesson!r}, 'test_{name}')")
+        start = f'from autograder.kernel.hidden import HiddenTests\nhidden = HiddenTests("{lesson}", "test_{name}")\n'
+        assert start in hidden and ".observe(" in hidden, (
+            f"test_{name}: the hidden part must import HiddenTests itself (the release never needs it) and observe "
+            f"through HiddenTests({lesson!r}, 'test_{name}')")
         assert "hidden.done()" in hidden, f"test_{name}: the hidden part must end with hidden.done()"
         visible = test.source.split("### BEGIN HIDDEN TESTS")[0]
         assert "checks." in visible, f"test_{name}: visible checks should use the shared helpers"
