@@ -1,7 +1,7 @@
 """Private names of other libraries, each declared once and looked up through :func:`get`, which fails loudly
 (naming the library and its installed version) when one is gone or takes other parameters.
 
-This module is the mechanism and the kernel side's list (torch's, for ``autograder/kernel/data.py``); the grader
+This module is the mechanism and the kernel side's list (torch's, for ``autograder/kernel/workers.py``); the grader
 side lists its own in ``autograder/grading/private_apis.py``. ``tests/unit/test_private_apis.py`` resolves
 every entry of both, so an upgrade that breaks one fails there first, with that message.
 """

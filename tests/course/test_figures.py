@@ -59,10 +59,11 @@ HELPERS = {
     "explorers.plot_broadcast": lambda m: m.plot_broadcast((4, 1), (3,)),
     "modules_view.plot_module_counts": lambda m: m.plot_module_counts(
         nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.ReLU(), nn.Linear(4, 2))),
-    "data.plot_digit_grid": lambda m: m.plot_digit_grid(np.random.default_rng(0).random((6, 8, 8)), [1, 2, 3, 4, 5, 6]),
-    "data._draw_batch": lambda m: m._batch_figure(   # the figure _draw_batch renders as PNG for the batch pager
+    "digits.plot_digit_grid": lambda m: m.plot_digit_grid(np.random.default_rng(0).random((6, 8, 8)),
+                                                          [1, 2, 3, 4, 5, 6]),
+    "digits._draw_batch": lambda m: m._batch_figure(   # the figure _draw_batch renders as PNG for the batch pager
         (torch.rand(6, 1, 8, 8), torch.arange(6)), 8, "epoch 1, batch 0"),
-    "data.plot_worker_timings": lambda m: m.plot_worker_timings(
+    "workers.plot_worker_timings": lambda m: m.plot_worker_timings(
         {("in memory", 0): 0.02, ("in memory", 2): 0.3, ("decoding", 0): 0.7, ("decoding", 2): 0.5}),
     "spirals.plot_decision_boundary": lambda m: m.plot_decision_boundary(
         _spiral_model(), torch.randn(20, 2), torch.randint(0, 2, (20,)), resolution=20),

@@ -1,4 +1,5 @@
-"""The shipped digits file, the script that rebuilds it, and autograder.kernel.data's helpers (lesson 03)."""
+"""The shipped digits file, the script that rebuilds it, and lesson 03's kernel modules: digits, workers and
+data_loading_checks."""
 from __future__ import annotations
 
 import importlib.util
@@ -11,7 +12,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from autograder import course
-from autograder.kernel import checks, data
+from autograder.kernel import checks, data_loading_checks, digits, workers
 
 BUILD_SCRIPT = course.REPO_ROOT / "data" / "build_digits.py"
 
@@ -37,7 +38,7 @@ def test_rebuild_twice_gives_same_bytes(tmp_path):
 
 
 def test_shapes_dtypes_and_ranges():
-    d = data.load_digits()
+    d = digits.load_digits()
     assert d.images.shape == (1797, 8, 8) and d.images.dtype == np.uint8
     assert d.labels.shape == (1797,) and d.labels.dtype == np.uint8
     assert d.images.min() == 0 and d.images.max() == 16
@@ -46,13 +47,13 @@ def test_shapes_dtypes_and_ranges():
 
 
 def test_class_counts():
-    d = data.load_digits()
+    d = digits.load_digits()
     assert np.bincount(d.labels).tolist() == [178, 182, 177, 183, 181, 182, 181, 179, 174, 180]
     assert np.bincount(d.labels[d.val_index], minlength=10).min() > 20
 
 
 def test_split_is_a_partition():
-    d = data.load_digits()
+    d = digits.load_digits()
     both = np.concatenate([d.train_index, d.val_index])
     assert np.array_equal(np.sort(both), np.arange(1797))
     assert np.all(np.diff(d.train_index) > 0) and np.all(np.diff(d.val_index) > 0)
@@ -61,7 +62,7 @@ def test_split_is_a_partition():
 def test_matches_scikit_learn():
     from sklearn.datasets import load_digits as sk_load
 
-    d, sk = data.load_digits(), sk_load()
+    d, sk = digits.load_digits(), sk_load()
     assert np.array_equal(d.images, sk.images) and np.array_equal(d.labels, sk.target)
 
 
@@ -73,9 +74,9 @@ def test_plain_npz_readable_by_numpy():
 def test_load_digits_honours_data_dir(monkeypatch, tmp_path):
     monkeypatch.setenv("PTE_DATA_DIR", str(tmp_path))
     with pytest.raises(FileNotFoundError, match="build_digits.py"):
-        data.load_digits()
+        digits.load_digits()
     (tmp_path / "digits.npz").write_bytes((course.REPO_ROOT / "data" / "digits.npz").read_bytes())
-    assert data.load_digits().images.shape == (1797, 8, 8)
+    assert digits.load_digits().images.shape == (1797, 8, 8)
 
 
 @pytest.mark.parametrize("shape", [(6, 8, 8), (6, 1, 8, 8), (6, 64)])
@@ -85,7 +86,7 @@ def test_plot_digit_grid_accepts_layouts(shape):
     import matplotlib.pyplot as plt
 
     images = torch.randn(shape)
-    fig = data.plot_digit_grid(images, torch.arange(6), ncols=4, title="t")
+    fig = digits.plot_digit_grid(images, torch.arange(6), ncols=4, title="t")
     (ax,) = fig.axes
     assert [t.get_text() for t in ax.texts] == ["0", "1", "2", "3", "4", "5"]
     assert ax.images[0].get_array().shape == (2 * 12, 4 * 9)     # 2 rows, 4 columns of 8x8 tiles with room
@@ -98,32 +99,32 @@ def test_plot_digit_grid_captions_replace_labels():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig = data.plot_digit_grid(np.zeros((2, 8, 8)), [1, 2], captions=["7→1", "3→8"])
+    fig = digits.plot_digit_grid(np.zeros((2, 8, 8)), [1, 2], captions=["7→1", "3→8"])
     assert [t.get_text() for t in fig.axes[0].texts] == ["7→1", "3→8"]
     plt.close(fig)
 
 
 def test_plot_digit_grid_rejects_bad_input():
     with pytest.raises(ValueError, match="expected images"):
-        data.plot_digit_grid(np.zeros((3, 5)))
+        digits.plot_digit_grid(np.zeros((3, 5)))
     with pytest.raises(ValueError, match="3 images but 2 labels"):
-        data.plot_digit_grid(np.zeros((3, 8, 8)), [1, 2])
+        digits.plot_digit_grid(np.zeros((3, 8, 8)), [1, 2])
 
 
 def test_batch_summary():
-    line = data.batch_summary((torch.zeros(2, 1, 8, 8), torch.tensor([3, 1])))
+    line = digits.batch_summary((torch.zeros(2, 1, 8, 8), torch.tensor([3, 1])))
     assert line == "xb (2, 1, 8, 8) torch.float32 | yb (2,) torch.int64 | labels [3, 1]"
 
 
 def _pager(monkeypatch, shuffle=False):
     """A pager over 40 digits in batches of 8 (3 pages) and the list of batches it drew, by first label."""
     drawn = []
-    draw = data._draw_batch
-    monkeypatch.setattr(data, "_draw_batch",
+    draw = digits._draw_batch
+    monkeypatch.setattr(digits, "_draw_batch",
                         lambda batch, ncols, title: drawn.append(int(batch[1][0])) or draw(batch, ncols, title))
-    d = data.load_digits()
+    d = digits.load_digits()
     ds = TensorDataset(torch.from_numpy(d.images[:40]).float(), torch.arange(40))
-    pager = data.batch_pager(DataLoader(ds, batch_size=8, shuffle=shuffle), max_batches=3)
+    pager = digits.batch_pager(DataLoader(ds, batch_size=8, shuffle=shuffle), max_batches=3)
     slider, again = pager.children[0].children
     return pager, slider, again, drawn
 
@@ -162,10 +163,10 @@ def test_new_epoch_draws_the_first_page_once_from_any_page(monkeypatch):
 
 
 def test_png_digits_roundtrip(tmp_path):
-    d = data.load_digits()
-    paths = data.write_png_digits(tmp_path, d.images[:3], size=64)
+    d = digits.load_digits()
+    paths = digits.write_png_digits(tmp_path, d.images[:3], size=64)
     assert [p.name for p in paths] == ["digit_00000.png", "digit_00001.png", "digit_00002.png"]
-    ds = data.PngDigits(paths, d.labels[:3], length=7)
+    ds = digits.PngDigits(paths, d.labels[:3], length=7)
     assert len(ds) == 7
     x, y = ds[4]
     assert x.shape == (1, 32, 32) and x.dtype == torch.float32 and 0 <= x.min() and x.max() <= 1
@@ -178,9 +179,9 @@ def test_png_digits_roundtrip(tmp_path):
 
 
 def test_png_digits_in_workers(tmp_path):
-    d = data.load_digits()
-    paths = data.write_png_digits(tmp_path, d.images[:4], size=32)
-    ds = data.PngDigits(paths, d.labels[:4], length=8)
+    d = digits.load_digits()
+    paths = digits.write_png_digits(tmp_path, d.images[:4], size=32)
+    ds = digits.PngDigits(paths, d.labels[:4], length=8)
     one = torch.cat([x for x, _ in DataLoader(ds, batch_size=4)])
     two = torch.cat([x for x, _ in DataLoader(ds, batch_size=4, num_workers=2)])
     assert torch.equal(one, two)
@@ -199,29 +200,29 @@ def _rule_from_worker_info(worker_id):
 
 
 def test_worker_numpy_draws_shows_seeding():
-    ok = data.worker_numpy_draws(_rule, seed=0, length=6)
+    ok = workers.worker_numpy_draws(_rule, seed=0, length=6)
     assert sorted(ok) == [0, 1] and len(ok[0]) == len(ok[1]) == 3 and ok[0] != ok[1]
-    assert ok == data.worker_numpy_draws(_rule, seed=0, length=6)
-    assert ok != data.worker_numpy_draws(_rule, seed=1, length=6)
-    same = data.worker_numpy_draws(data.constant_numpy_seed, seed=0, length=6)
+    assert ok == workers.worker_numpy_draws(_rule, seed=0, length=6)
+    assert ok != workers.worker_numpy_draws(_rule, seed=1, length=6)
+    same = workers.worker_numpy_draws(workers.constant_numpy_seed, seed=0, length=6)
     assert same[0] == same[1]
-    main = data.worker_numpy_draws(None, num_workers=0, length=3)
+    main = workers.worker_numpy_draws(None, num_workers=0, length=3)
     assert list(main) == [-1] and len(main[-1]) == 3
 
 
-@pytest.mark.parametrize("init", [None, data.constant_numpy_seed, _rule, _rule_from_worker_info])
+@pytest.mark.parametrize("init", [None, workers.constant_numpy_seed, _rule, _rule_from_worker_info])
 def test_simulated_workers_draw_what_real_workers_draw(init):
     for seed in (0, 7):
-        real = data.worker_numpy_draws(init, seed=seed, length=7, num_workers=2)
-        assert data.simulated_worker_draws(init, seed=seed, length=7, num_workers=2) == real
+        real = workers.worker_numpy_draws(init, seed=seed, length=7, num_workers=2)
+        assert workers.simulated_worker_draws(init, seed=seed, length=7, num_workers=2) == real
 
 
 def test_simulation_runs_a_function_real_spawned_workers_cannot_import():
     def local_rule(worker_id):   # not importable by name: a spawned worker could not unpickle it
         np.random.seed(torch.initial_seed() % 2**32)
 
-    draws = data.simulated_worker_draws(local_rule, seed=0, length=6)
-    assert draws == data.simulated_worker_draws(_rule, seed=0, length=6)
+    draws = workers.simulated_worker_draws(local_rule, seed=0, length=6)
+    assert draws == workers.simulated_worker_draws(_rule, seed=0, length=6)
 
 
 def test_as_worker_seeds_like_a_worker_and_restores_everything():
@@ -232,7 +233,7 @@ def test_as_worker_seeds_like_a_worker_and_restores_everything():
     torch.manual_seed(5)
     np.random.seed(5)
     random.seed(5)
-    with data.as_worker(3, 4, base_seed=2**40):
+    with workers.as_worker(3, 4, base_seed=2**40):
         assert torch.initial_seed() == 2**40 + 3
         info = torch.utils.data.get_worker_info()
         assert (info.id, info.num_workers, info.seed) == (3, 4, 2**40 + 3)
@@ -251,7 +252,7 @@ def test_loader_base_seed_matches_a_loader():
             return torch.initial_seed()
 
     loader = DataLoader(Seeds(), num_workers=1, generator=torch.Generator().manual_seed(3))
-    assert int(next(iter(loader))) == data.loader_base_seed(3)
+    assert int(next(iter(loader))) == workers.loader_base_seed(3)
 
 
 # ---------------------------------------------------------------- the visible checks of DigitsDataset and SpiralDataset
@@ -260,7 +261,7 @@ class _Digits(torch.utils.data.Dataset):
     """A correct DigitsDataset, or one with a chosen normalization mistake."""
 
     def __init__(self, split, mistake=None):
-        d = data.load_digits()
+        d = digits.load_digits()
         train = d.images[d.train_index].astype(np.float64)
         rows = d.train_index if split == "train" else d.val_index
         stats_from = {None: train, "own split": d.images[rows].astype(np.float64),
@@ -277,8 +278,8 @@ class _Digits(torch.utils.data.Dataset):
 
 
 def test_check_digits_split_accepts_a_correct_dataset():
-    data.check_digits_split(_Digits("train"), "train", [0, 1436])
-    data.check_digits_split(_Digits("val"), "val", [0, 359])
+    data_loading_checks.check_digits_split(_Digits("train"), "train", [0, 1436])
+    data_loading_checks.check_digits_split(_Digits("val"), "val", [0, 359])
 
 
 @pytest.mark.parametrize("mistake,split,message", [
@@ -287,14 +288,14 @@ def test_check_digits_split_accepts_a_correct_dataset():
 ])
 def test_check_digits_split_names_the_statistics_mistake(mistake, split, message):
     with pytest.raises(checks.CheckFailed, match=message):
-        data.check_digits_split(_Digits(split, mistake), split, [0])
+        data_loading_checks.check_digits_split(_Digits(split, mistake), split, [0])
 
 
 def test_check_digits_split_diagnoses_images_normalized_with_their_own_split():
     ds = _Digits("val", "own split")
     ds.mean, ds.std = _Digits("train").mean, _Digits("train").std     # right attributes, wrong images
     with pytest.raises(checks.CheckFailed, match="normalized with their own split"):
-        data.check_digits_split(ds, "val", [0])
+        data_loading_checks.check_digits_split(ds, "val", [0])
 
 
 class _Spirals(torch.utils.data.Dataset):
@@ -306,20 +307,20 @@ class _Spirals(torch.utils.data.Dataset):
         return 2 * self.n
 
     def __getitem__(self, i):
-        point, label = data._clean_spiral_point(self.n, i)
+        point, label = data_loading_checks._clean_spiral_point(self.n, i)
         key = self.seed if self.same_noise else self.seed * len(self) + i
         gen = self.gen if self.shared else torch.Generator().manual_seed(key)
         return (point + 0.08 * torch.randn(2, generator=gen, dtype=torch.float64)).float(), torch.tensor(label)
 
 
 def test_check_spiral_items():
-    data.check_spiral_items(_Spirals(), 400, [0, 5, 400, 799])
+    data_loading_checks.check_spiral_items(_Spirals(), 400, [0, 5, 400, 799])
     with pytest.raises(checks.CheckFailed, match="item 0 changed between two reads"):
-        data.check_spiral_items(_Spirals(shared=True), 400, [0, 5])
+        data_loading_checks.check_spiral_items(_Spirals(shared=True), 400, [0, 5])
     with pytest.raises(checks.CheckFailed, match="got exactly the same noise"):
-        data.check_spiral_items(_Spirals(same_noise=True), 400, [0, 5])
+        data_loading_checks.check_spiral_items(_Spirals(same_noise=True), 400, [0, 5])
     with pytest.raises(checks.CheckFailed, match="more than 6 noise standard deviations"):
-        data.check_spiral_items(_Spirals(n=50), 400, [40])
+        data_loading_checks.check_spiral_items(_Spirals(n=50), 400, [40])
 
 
 def test_check_spiral_dataset_accepts_numpy_and_tensor_indices():
@@ -327,7 +328,7 @@ def test_check_spiral_dataset_accepts_numpy_and_tensor_indices():
         def __getitem__(self, i):
             return super().__getitem__(operator.index(i))
 
-    data.check_spiral_dataset(Converting, 400, 0, [0, 5, 400, 799])
+    data_loading_checks.check_spiral_dataset(Converting, 400, 0, [0, 5, 400, 799])
 
 
 def test_check_spiral_dataset_names_an_index_that_cannot_seed_a_generator():
@@ -338,7 +339,7 @@ def test_check_spiral_dataset_names_an_index_that_cannot_seed_a_generator():
             torch.Generator().manual_seed(i)     # what the spec's own formula does with the index it was given
 
     with pytest.raises(checks.CheckFailed) as info:
-        data.check_spiral_dataset(AsGiven, 400, 0, [0, 5, 400, 799])
+        data_loading_checks.check_spiral_dataset(AsGiven, 400, 0, [0, 5, 400, 799])
     text = str(info.value)
     assert text.startswith("SpiralDataset(400)[np.int64(5)]: raised TypeError") and "operator.index" in text
 
@@ -349,7 +350,7 @@ def test_check_spiral_dataset_wants_the_same_item_for_an_equal_index():
             return super().__getitem__(int(i) + (0 if isinstance(i, int) else 1))
 
     with pytest.raises(checks.CheckFailed, match=r"np.int64\(5\)\] is not the item"):
-        data.check_spiral_dataset(Shifted, 400, 0, [0, 5, 400, 799])
+        data_loading_checks.check_spiral_dataset(Shifted, 400, 0, [0, 5, 400, 799])
 
 
 def test_check_spiral_dataset_notices_the_global_generator():
@@ -359,7 +360,7 @@ def test_check_spiral_dataset_notices_the_global_generator():
             return super().__getitem__(i)
 
     with pytest.raises(checks.CheckFailed, match="changed torch's global random generator"):
-        data.check_spiral_dataset(Reseeding, 400, 0, [0, 5])
+        data_loading_checks.check_spiral_dataset(Reseeding, 400, 0, [0, 5])
 
 
 def _loaders(train_shuffle=True, val_shuffle=False, generator=None, drop_last=False):
@@ -377,9 +378,9 @@ def _loaders(train_shuffle=True, val_shuffle=False, generator=None, drop_last=Fa
     ({"generator": torch.Generator().manual_seed(0)}, "no generator= of your own"),
 ])
 def test_check_make_loaders(kwargs, message):
-    data.check_make_loaders(_loaders())
+    data_loading_checks.check_make_loaders(_loaders())
     with pytest.raises(checks.CheckFailed, match=message):
-        data.check_make_loaders(_loaders(**kwargs))
+        data_loading_checks.check_make_loaders(_loaders(**kwargs))
 
 
 def _modulo_2_31(worker_id):
@@ -399,13 +400,13 @@ def _unreduced(worker_id):
 @pytest.mark.parametrize("rule", [_rule, _rule_from_worker_info])
 def test_check_seed_worker_accepts_the_rule(rule):
     state = np.random.get_state(), random.getstate(), torch.get_rng_state()
-    data.check_seed_worker(rule)
+    data_loading_checks.check_seed_worker(rule)
     after = np.random.get_state(), random.getstate(), torch.get_rng_state()
     assert np.array_equal(state[0][1], after[0][1]) and state[1] == after[1] and torch.equal(state[2], after[2])
 
 
 @pytest.mark.parametrize("rule,message", [
-    (data.constant_seeds, "both workers drew the same numbers from NumPy's global generator"),
+    (workers.constant_seeds, "both workers drew the same numbers from NumPy's global generator"),
     (_numpy_only, "both workers drew the same numbers from Python's random module"),
     (lambda worker_id: (np.random.seed(worker_id), random.seed(worker_id)), "loaders seeded 0 and 1 gave"),
     (_modulo_2_31, r"seeding it with 1101659111431 % 2\*\*32"),
@@ -413,17 +414,17 @@ def test_check_seed_worker_accepts_the_rule(rule):
 ])
 def test_check_seed_worker_names_the_mistake(rule, message):
     with pytest.raises(checks.CheckFailed, match=message):
-        data.check_seed_worker(rule)
+        data_loading_checks.check_seed_worker(rule)
 
 
 def test_simulated_worker_streams_start_from_what_before_left():
-    spoiled = data.simulated_worker_streams(None, seed=0, before=data.constant_seeds)
+    spoiled = workers.simulated_worker_streams(None, seed=0, before=workers.constant_seeds)
     assert spoiled[0] == spoiled[1]
-    own = data.simulated_worker_streams(None, seed=0)
+    own = workers.simulated_worker_streams(None, seed=0)
     assert own[0][0] != own[1][0] and own[0][1] != own[1][1]
-    assert own[0][0] == data.simulated_worker_draws(None, seed=0, length=6)[0][:3]
-    repaired = data.simulated_worker_streams(_rule, seed=0, before=data.constant_seeds)
-    assert repaired == data.simulated_worker_streams(_rule, seed=0) and repaired[0] != repaired[1]
+    assert own[0][0] == workers.simulated_worker_draws(None, seed=0, length=6)[0][:3]
+    repaired = workers.simulated_worker_streams(_rule, seed=0, before=workers.constant_seeds)
+    assert repaired == workers.simulated_worker_streams(_rule, seed=0) and repaired[0] != repaired[1]
 
 
 def test_plot_worker_timings_draws_one_panel_per_dataset():
@@ -432,7 +433,7 @@ def test_plot_worker_timings_draws_one_panel_per_dataset():
     import matplotlib.pyplot as plt
 
     timings = {("in memory", 0): 0.02, ("in memory", 2): 0.3, ("decoding", 0): 0.8, ("decoding", 2): 0.5}
-    fig = data.plot_worker_timings(timings, title="t")
+    fig = workers.plot_worker_timings(timings, title="t")
     left, right = fig.axes
     assert [ax.get_title() for ax in fig.axes] == ["in memory", "decoding"] and fig._suptitle.get_text() == "t"
     assert [t.get_text() for t in left.get_xticklabels()] == ["0 workers", "2 workers"]
@@ -441,7 +442,7 @@ def test_plot_worker_timings_draws_one_panel_per_dataset():
     assert left.get_ylabel() == right.get_ylabel() == "seconds per epoch"
     plt.close(fig)
     with pytest.raises(ValueError, match="no timings"):
-        data.plot_worker_timings({})
+        workers.plot_worker_timings({})
 
 
 def test_the_lesson_never_lets_nbval_compare_the_timings():
