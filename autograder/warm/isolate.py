@@ -2,8 +2,9 @@
 forked child before it runs anything of the student's.
 
 The grading command's template runs as root on the host, with only the import-time variables of its key and
-``PATH`` in its environment, and holds nothing but imported modules. For a request with a ``sandbox`` spec
-(:func:`spec`, built by the grader) the child it forks runs :func:`launch`, which makes three processes:
+``PATH`` in its environment, and holds nothing but imported modules. For a request with a ``sandbox`` policy
+(``autograder.grading.isolate.policy.Policy``, the one a cold kernel's command line is derived from, as its
+message) the child it forks runs :func:`launch`, which makes three processes:
 
 1. the **relay** (the forked child itself, outside): joins the kernel's cgroups (cpuset, memory, pids) while
    it still sees the host's hierarchy, unshares a PID namespace and forks its PID 1; it reports the kernel's
@@ -41,17 +42,15 @@ import signal
 import socket
 import struct
 
+from autograder.grading.isolate.policy import Policy, warm_mount_steps, warm_namespace_flags
 from autograder.grading.messages import KernelStarted, MessageError, SandboxFailed, SandboxReady, decode_one_of
 
-CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x02000000, 0x04000000, 0x08000000
-CLONE_NEWPID, CLONE_NEWNET = 0x20000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_MOVE, MS_REC, MS_PRIVATE = 32, 4096, 8192, 16384, 1 << 18
 MNT_DETACH = 2
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 1, 4, 24, 38, 47
 PR_CAP_AMBIENT_CLEAR_ALL = 4
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "ppc64le": 203, "s390x": 217}
-NOBODY = 65534
 ROOT_DIR = "/run/pte-warm-root"   # the mount point of each child's new root (in its own mount namespace)
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 TEST_HOOK = "PTE_WARM_TEST_NO_ISOLATION"
@@ -86,15 +85,6 @@ def die_with_parent() -> None:
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-def spec(work: str, runtime: str, roots: list[str], limits, cgroup_procs: list[str], mpl_target: str,
-         fsize_bytes: int, nofile: int, nproc: int | None) -> dict:
-    """What the grader sends with a sandboxed request (JSON); ``limits`` is a settings.Limits."""
-    return {"work": work, "runtime": runtime, "roots": roots, "cgroup_procs": cgroup_procs,
-            "disk_bytes": limits.disk_mb * 1024 * 1024, "data_bytes": limits.memory_mb * 1024 * 1024,
-            "fsize_bytes": fsize_bytes, "nofile": nofile, "nproc": nproc, "cpus": limits.cpus,
-            "mpl_cache": limits.mpl_cache, "mpl_target": mpl_target}
-
-
 def available() -> str | None:
     """Why this process cannot host sandboxed children, or None."""
     if os.geteuid() != 0:
@@ -104,8 +94,9 @@ def available() -> str | None:
     return None
 
 
-def launch(sandbox: dict, report: int, become) -> None:
-    """In the child the template forked (its own session already): make the kernel's sandbox, start
+def launch(message: dict, report: int, become) -> None:
+    """In the child the template forked (its own session already): make the kernel's sandbox (``message``: a
+    :class:`~autograder.grading.isolate.policy.Policy` as it travelled; one of another version is refused), start
     ``become()`` in it, and write to ``report`` ``SandboxReady`` (the kernel's host pid, once it runs as 65534 and
     leads its own session) or ``SandboxFailed``. This process (the relay) stays outside the kernel's namespaces,
     waits for them to end and exits as the kernel did. Never returns."""
@@ -115,11 +106,13 @@ def launch(sandbox: dict, report: int, become) -> None:
         become()
         os._exit(0)
     try:
-        for procs in sandbox["cgroup_procs"]:   # joined before the cgroup namespace hides the host's groups
+        sandbox = Policy.from_message(message)
+        relay_flags, _ = warm_namespace_flags(sandbox)
+        for procs in sandbox.cgroup_procs:   # joined before the cgroup namespace hides the host's groups
             with open(procs, "w") as handle:
                 handle.write(str(os.getpid()))
         # only the PID namespace here (it is the next child's): the relay keeps the host's mounts and /proc
-        _check(_libc.unshare(CLONE_NEWPID), "unshare(CLONE_NEWPID)")
+        _check(_libc.unshare(relay_flags), "unshare(CLONE_NEWPID)")
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)   # the relay dies with the template
         ready_r, ready_w = os.pipe()
         life_r, life_w = os.pipe()   # PID 1 reads EOF here once the relay is gone
@@ -163,7 +156,7 @@ def _read_all(fd: int) -> bytes:
     return b"".join(chunks)
 
 
-def _init(sandbox: dict, ready: int, life: int, become) -> None:
+def _init(sandbox: Policy, ready: int, life: int, become) -> None:
     """PID 1 of the kernel's namespaces: build the file system, fork the kernel, then reap as an init does
     (orphans of the student's code end up here) until the kernel ends, and end with it: every process left in
     the namespace dies then. Exits 128 + the signal when the kernel was killed by one.
@@ -173,7 +166,7 @@ def _init(sandbox: dict, ready: int, life: int, become) -> None:
     end of a pipe only the relay writes to: EOF there means the relay ended before the signal was set."""
     try:
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET | CLONE_NEWCGROUP), "unshare")
+        _check(_libc.unshare(warm_namespace_flags(sandbox)[1]), "unshare")
         build_root(sandbox)
         kernel = os.fork()
     except Exception as error:
@@ -261,69 +254,81 @@ def _loopback_up() -> None:
         fcntl.ioctl(sock, SIOCSIFFLAGS, struct.pack("16sh", name, flags | IFF_UP))
 
 
-def build_root(sandbox: dict) -> None:
-    """In PID 1 of the kernel's namespaces (still root): the file system a cold sandbox's kernel sees. The
-    order is bubblewrap's for the cold sandbox: ``/tmp`` first, so that read-only roots under it stay."""
+def _dev(target: str) -> None:
+    """A minimal ``/dev``: a small tmpfs with the harmless devices bound from the host and the usual links."""
+    _tmpfs(target, 1 << 20, "0755", MS_NOEXEC)
+    for device in DEVICES:
+        if os.path.exists("/dev/" + device):
+            _bind("/dev/" + device, f"{target}/{device}", readonly=False)
+    for name, link in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
+                       ("stderr", "/proc/self/fd/2")):
+        os.symlink(link, f"{target}/{name}")
+
+
+def _proc(target: str) -> None:
+    os.makedirs(target, exist_ok=True)
+    _mount("proc", target, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)   # this namespace's processes only
+
+
+def build_root(sandbox: Policy) -> None:
+    """In PID 1 of the kernel's namespaces (still root): the file system the policy describes (a cold sandbox's
+    kernel sees the same, from bubblewrap), made under a new root on a small tmpfs, in the policy's order; then
+    ``pivot_root`` with the old root detached, the new root read-only and loopback up."""
     _mount(None, "/", None, MS_REC | MS_PRIVATE)   # nothing mounted from here on reaches the host
     os.makedirs(ROOT_DIR, mode=0o700, exist_ok=True)
     _mount("tmpfs", ROOT_DIR, "tmpfs", MS_NOSUID | MS_NODEV, "size=16m,mode=0755")
     new = ROOT_DIR
-    _tmpfs(new + "/tmp", sandbox["disk_bytes"])
-    for root in sandbox["roots"]:
-        _bind(root, new + root, readonly=True)
-    _tmpfs(new + "/dev", 1 << 20, "0755", MS_NOEXEC)
-    for device in DEVICES:
-        if os.path.exists("/dev/" + device):
-            _bind("/dev/" + device, f"{new}/dev/{device}", readonly=False)
-    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
-                         ("stderr", "/proc/self/fd/2")):
-        os.symlink(target, f"{new}/dev/{name}")
-    _tmpfs(new + "/dev/shm", sandbox["disk_bytes"], extra=MS_NOEXEC)
-    _tmpfs(new + sandbox["work"], sandbox["disk_bytes"])
-    _bind(sandbox["runtime"], new + sandbox["runtime"], readonly=False)
-    if sandbox["mpl_cache"] and os.path.isdir(sandbox["mpl_cache"]):
-        _bind(sandbox["mpl_cache"], new + sandbox["mpl_target"], readonly=True)
-    os.makedirs(new + "/proc", exist_ok=True)
-    _mount("proc", new + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)   # this namespace's processes only
+    for step in warm_mount_steps(sandbox):
+        kind, target = step[0], new + (step[2] if step[0] == "bind" else step[1])
+        if kind == "tmpfs":
+            _tmpfs(target, step[2], step[3], MS_NOEXEC if step[4] else 0)
+        elif kind == "bind":
+            _bind(step[1], target, readonly=step[3])
+        elif kind == "dev":
+            _dev(target)
+        elif kind == "proc":
+            _proc(target)
+        else:
+            raise IsolationError(0, f"unknown mount step {kind!r}")
     os.makedirs(new + "/oldroot", exist_ok=True)
     _check(_libc.syscall(SYS_PIVOT_ROOT[platform.machine()], new.encode(), (new + "/oldroot").encode()),
            "pivot_root")
     os.chdir("/")
     _check(_libc.umount2(b"/oldroot", MNT_DETACH), "umount /oldroot")
     os.rmdir("/oldroot")
-    _mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    if sandbox.readonly_root:
+        _mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
     _loopback_up()
 
 
-def drop(sandbox: dict) -> None:
-    """In the kernel: its limits, then an unprivileged user with no capability left."""
-    data = sandbox["data_bytes"]
-    resource.setrlimit(resource.RLIMIT_DATA, (data, data))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    for name, key in (("RLIMIT_FSIZE", "fsize_bytes"), ("RLIMIT_NOFILE", "nofile"), ("RLIMIT_NPROC", "nproc")):
-        if sandbox.get(key):
-            resource.setrlimit(getattr(resource, name), (sandbox[key], sandbox[key]))
-    if sandbox["cpus"]:
-        os.sched_setaffinity(0, _cpu_list(sandbox["cpus"]))
+def drop(sandbox: Policy) -> None:
+    """In the kernel: its limits, then the policy's unprivileged user with no capability left."""
+    for name, value in sandbox.rlimits().items():
+        resource.setrlimit(getattr(resource, name), (value, value))
+    if sandbox.cpus:
+        os.sched_setaffinity(0, _cpu_list(sandbox.cpus))
     os.setgroups([])
-    os.setresgid(NOBODY, NOBODY, NOBODY)
-    last = int(open("/proc/sys/kernel/cap_last_cap").read())
-    for cap in range(last + 1):
-        _prctl(PR_CAPBSET_DROP, cap)
-    _prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
-    _prctl(PR_SET_NO_NEW_PRIVS, 1)
-    os.setresuid(NOBODY, NOBODY, NOBODY)   # without SECBIT_KEEP_CAPS this clears the permitted set
+    os.setresgid(sandbox.gid, sandbox.gid, sandbox.gid)
+    if sandbox.drop_capabilities:
+        last = int(open("/proc/sys/kernel/cap_last_cap").read())
+        for cap in range(last + 1):
+            _prctl(PR_CAPBSET_DROP, cap)
+        _prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
+    if sandbox.no_new_privs:
+        _prctl(PR_SET_NO_NEW_PRIVS, 1)
+    os.setresuid(sandbox.uid, sandbox.uid, sandbox.uid)   # without SECBIT_KEEP_CAPS this clears the permitted set
     _prctl(PR_SET_DUMPABLE, 1)
     with open("/proc/self/status") as status:
         effective = next(line.split()[1] for line in status if line.startswith("CapEff:"))
-    if int(effective, 16) != 0 or os.getuid() != NOBODY:
+    if int(effective, 16) != 0 or os.getuid() != sandbox.uid:
         raise IsolationError(0, f"capabilities left after the drop: {effective}")
 
 
-def copy_font_cache(sandbox: dict, home: str) -> None:
+def copy_font_cache(message: dict, home: str) -> None:
     """What the cold sandbox's ``cp -r`` does: the font cache into the (empty) work folder, as 65534."""
-    if sandbox["mpl_cache"] and os.path.isdir(sandbox["mpl_target"]):
-        shutil.copytree(sandbox["mpl_target"], os.path.join(home, ".matplotlib"), dirs_exist_ok=True)
+    sandbox = Policy.from_message(message)
+    if sandbox.mpl_cache and os.path.isdir(sandbox.mpl_target):
+        shutil.copytree(sandbox.mpl_target, os.path.join(home, ".matplotlib"), dirs_exist_ok=True)
 
 
 def _cpu_list(text: str) -> set[int]:

@@ -32,6 +32,7 @@ import time
 from jupyter_client.provisioning.local_provisioner import LocalProvisioner
 from jupyter_client.provisioning.provisioner_base import KernelProvisionerBase
 
+from autograder.grading.isolate.policy import Policy
 from autograder.grading.messages import ForkRequest, StartCold
 from autograder.warm.pool import ForkedProcess, TemplateGone, get_template
 
@@ -172,8 +173,11 @@ class ForkingProvisioner(LocalProvisioner):
     async def _fork(self, cmd: list[str], env: dict[str, str], kwargs: dict, sandbox: dict | None) -> str | None:
         """Fork the kernel and set what LocalProvisioner.launch_kernel sets; the reason to go cold, or None."""
         template = get_template(template_env(env, sandbox), self.log)
-        if sandbox is not None:
-            env["JPY_PARENT_PID"] = "1"   # its parent is PID 1 of its namespace, as in the cold sandbox
+        if sandbox is not None:   # the policy's environment, as bubblewrap's --setenv gives a cold kernel
+            policy = Policy.from_message(sandbox)
+            env.update(policy.env)
+            for name in policy.unset_env:
+                env.pop(name, None)
         elif kwargs.get("independent"):
             env.pop("JPY_PARENT_PID", None)
         else:

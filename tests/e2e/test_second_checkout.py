@@ -65,3 +65,19 @@ def test_a_kernel_that_would_import_another_package_stops_the_run(second_checkou
     assert problem and str(elsewhere) in problem and str(kit.REPO / "autograder" / "kernel") in problem, problem
     with pytest.raises(planning.UsageError, match="the grading kernels cannot start: .*" + str(elsewhere)):
         planning.plan(second_checkout)
+
+
+def test_a_venv_reached_through_a_symbolic_link_grades_alike(second_checkout, tmp_path):
+    """The grader's Python named through a link to its venv (``sys.prefix`` is then the link's path): the sandbox
+    binds what the kernel's Python looks for, and the submission is graded as through the venv's own path."""
+    venv = tmp_path / "venv-link"
+    venv.symlink_to(Path(sys.prefix), target_is_directory=True)
+    python = venv / "bin" / Path(sys.executable).name
+    where = subprocess.run([str(python), "-c", "import sys; print(sys.prefix)"], capture_output=True, text=True)
+    assert where.stdout.strip() == str(venv), where   # the case under test: a prefix that is a link
+    done = subprocess.run([str(python), "-m", "autograder", "grade", "--course", ".", "--jobs", "1"],
+                          cwd=second_checkout, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads((second_checkout / "grading-report.json").read_text())
+    assert [(r["student"], r["status"], r["reason"]) for r in report["submissions"]] == [("alice", "graded", "")], (
+        done.stderr[-3000:])

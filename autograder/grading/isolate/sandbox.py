@@ -28,10 +28,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from autograder.grading.isolate.policy import NOBODY, Policy, cold_command
 from autograder.grading.plan.settings import PRLIMIT_FSIZE_MB, PRLIMIT_NOFILE, RUNTIME_MB
 from autograder.kernel import paths
-
-NOBODY = 65534
 
 
 @functools.lru_cache(maxsize=None)
@@ -96,16 +95,8 @@ def _readonly_roots() -> list[str]:
     return unique
 
 
-def _ancestors(path: str) -> list[str]:
-    parts = Path(path).parts[1:-1]
-    return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
-
-
 def running_as_root() -> bool:
     return os.geteuid() == 0
-
-
-MPL_CACHE_IN_SANDBOX = "/opt/pte-mplcache"
 
 
 def _process_cap(extra: int) -> int:
@@ -120,70 +111,42 @@ def _process_cap(extra: int) -> int:
     return mine + extra
 
 
+def policy(work_dir: Path, runtime_dir: Path, limits, cgroup_procs: list[str] | None = None,
+           cgroup: bool = False) -> Policy:
+    """This kernel's sandbox (``limits``: a settings.Limits), the one description both mechanisms derive their
+    steps from (policy.py). With ``cgroup`` (or ``cgroup_procs``) the kernel has groups of its own (cgroups.py):
+    its process limit is ``pids.max`` there, not RLIMIT_NPROC."""
+    counted = cgroup or bool(cgroup_procs)
+    if counted:
+        nproc = None
+    elif running_as_root():
+        nproc = _process_cap(limits.processes)   # per uid 65534: what it runs already, plus this kernel's share
+    else:
+        nproc = limits.processes   # inside bubblewrap's user namespace: this sandbox's processes only
+    mpl = limits.mpl_cache if limits.mpl_cache and os.path.isdir(limits.mpl_cache) else ""
+    return Policy(work=str(work_dir), runtime=str(runtime_dir), roots=tuple(_readonly_roots()),
+                  disk_bytes=limits.disk_mb * 1024 * 1024, data_bytes=limits.memory_mb * 1024 * 1024,
+                  fsize_bytes=PRLIMIT_FSIZE_MB * 1024 * 1024, nofile=PRLIMIT_NOFILE, nproc=nproc,
+                  cpus=limits.cpus or "", mpl_cache=mpl, cgroup_procs=tuple(cgroup_procs or ()))
+
+
 def command_prefix(work_dir: Path, runtime_dir: Path, limits, cgroup: bool = False) -> list[str]:
-    """The command that wraps the kernel's own command line (``limits``: a settings.Limits). With ``cgroup``
-    the kernel has groups of its own (cgroups.py): its process limit is ``pids.max`` there, not a per-uid cap."""
+    """The command that wraps a cold kernel's own command line (``limits``: a settings.Limits): the policy's
+    cold translation, or without a sandbox (``--sandbox none``) only the CPU set and the rlimits."""
+    if limits.sandbox:
+        return cold_command(policy(work_dir, runtime_dir, limits, cgroup=cgroup), running_as_root(),
+                            have_taskset=shutil.which("taskset") is not None)
     prefix = ["prlimit", f"--data={limits.memory_mb * 1024 * 1024}", f"--fsize={PRLIMIT_FSIZE_MB * 1024 * 1024}",
-              "--core=0", f"--nofile={PRLIMIT_NOFILE}"]
-    if limits.sandbox and running_as_root() and not cgroup:
-        prefix.append(f"--nproc={_process_cap(limits.processes)}")
-    prefix.append("--")
+              "--core=0", f"--nofile={PRLIMIT_NOFILE}", "--"]
     if limits.cpus and shutil.which("taskset"):
         prefix = ["taskset", "-c", limits.cpus] + prefix
-    if not limits.sandbox:
-        return prefix
-    disk = str(limits.disk_mb * 1024 * 1024)
-    args = ["bwrap", "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-net",
-            "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
-    if not running_as_root():
-        args += ["--unshare-user"]
-    # /dev/shm: a size-capped tmpfs of its own, as a warm child has (shared memory of DataLoader workers)
-    args += ["--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--size", disk, "--tmpfs", "/tmp",
-             "--perms", "1777", "--size", disk, "--tmpfs", "/dev/shm"]
-    made = {"/tmp", "/dev/shm"}
-    roots = _readonly_roots()
-    for target in roots + [str(work_dir), str(runtime_dir), MPL_CACHE_IN_SANDBOX]:
-        for parent in _ancestors(target):
-            if parent not in made and not any(parent == r or parent.startswith(r + "/") for r in roots):
-                args += ["--perms", "0755", "--dir", parent]
-                made.add(parent)
-        made.add(target)
-    for root in roots:
-        args += ["--ro-bind", root, root]
-    if limits.mpl_cache and os.path.isdir(limits.mpl_cache):
-        args += ["--ro-bind", limits.mpl_cache, MPL_CACHE_IN_SANDBOX]
-    uid = ["--uid", str(NOBODY), "--gid", str(NOBODY)] if not running_as_root() else []
-    args += [*uid, "--perms", "1777", "--size", disk, "--tmpfs", str(work_dir),
-             "--bind", str(runtime_dir), str(runtime_dir), "--chdir", str(work_dir),
-             # inside the PID namespace the kernel's parent is PID 1: stop ipykernel from
-             # taking that for an orphaned kernel (--die-with-parent covers the real case)
-             "--setenv", "JPY_PARENT_PID", "1",
-             # the sandbox's own root folder read-only once every mount is made, as a warm child's
-             "--remount-ro", "/", "--"]
-    if running_as_root():
-        # Drop to a real unprivileged user inside the namespaces: no capability survives, not even in the
-        # bounding and inheritable sets (a warm child clears them too: tests/e2e/test_sandbox_parity.py)
-        args += ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--no-new-privs",
-                 "--bounding-set=-all", "--inh-caps=-all"]
-    elif not cgroup:
-        # Not root: the sandbox has a user namespace of its own, and RLIMIT_NPROC set inside it counts only
-        # the processes of that namespace (the kernel's ucounts), so no two sandboxes share this cap.
-        args += ["prlimit", f"--nproc={limits.processes}", "--"]
-    # the tmpfs work folder starts empty: give it matplotlib's font cache before the kernel starts
-    # (the shell's own PWD is not passed on: a warm kernel has none either)
-    args += ["sh", "-c", f'cp -r {MPL_CACHE_IN_SANDBOX} "$HOME/.matplotlib" 2>/dev/null; unset PWD; exec "$@"',
-             "sh"]
-    return prefix + args
+    return prefix
 
 
 def warm_spec(work_dir: Path, runtime_dir: Path, limits, cgroup_procs: list[str]) -> dict:
-    """What a warm child builds for itself (autograder.warm.isolate): the same view, user and limits as
-    :func:`command_prefix` gives a cold kernel."""
-    from autograder.warm import isolate
-
-    nproc = _process_cap(limits.processes) if not cgroup_procs else None
-    return isolate.spec(str(work_dir), str(runtime_dir), _readonly_roots(), limits, cgroup_procs,
-                        MPL_CACHE_IN_SANDBOX, PRLIMIT_FSIZE_MB * 1024 * 1024, PRLIMIT_NOFILE, nproc)
+    """What a warm child builds for itself (autograder.warm.isolate): the same policy as a cold kernel's, as the
+    message that travels to the template."""
+    return policy(work_dir, runtime_dir, limits, cgroup_procs).to_message()
 
 
 def prepare_dirs(base: Path) -> tuple[Path, Path]:
