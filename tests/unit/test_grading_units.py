@@ -504,26 +504,57 @@ def test_the_self_check_takes_the_courses_cell_timeout(tmp_path):
     assert selfcheck.course_cell_timeout(course.REPO_ROOT) == 120   # this course's nbgrader_config.py
 
 
-def test_a_submission_run_before_its_reference_is_judged_with_it(monkeypatch):
+def test_a_submission_run_before_its_reference_is_judged_with_it(monkeypatch, tmp_path):
     """The engine queues every submission behind the references; a worker that has run one before its
-    assignment's reference is in waits for it (and only for it) to judge."""
+    assignment's reference is in blocks on that assignment's Event (it never polls) and judges with what the
+    engine wrote once the Event is set; a reference that never comes is none."""
+    import multiprocessing
     import threading
     import time
 
     limits = settings.Limits(timeout_s=0.1, cell_timeout_s=0.1, memory_mb=100, output_mb=1, threads=1, sandbox=False,
                              processes=8, disk_mb=8)
     paths = worker.Paths(*(["."] * 6))
-    shared: dict = {"other": {"test_b": [{"value": 2}]}}
-    job = worker.Job("s", "a", {"nb": 1.0}, {}, paths, limits, references=shared)
-    threading.Timer(0.3, shared.__setitem__, ("a", {"test_a": [{"value": 1}]})).start()
-    started = time.monotonic()
-    assert job.judged_with() == {"test_a": [{"value": 1}]}, "judged before the reference was in"
-    assert time.monotonic() - started >= 0.25
-    given = worker.Job("s", "a", {"nb": 1.0}, {}, paths, limits, {"test_a": []}, references={})
+    ready = {"a": multiprocessing.Event(), "other": multiprocessing.Event(), "never": multiprocessing.Event()}
+    worker.expect_references(ready)
+    monkeypatch.setattr(time, "sleep", lambda seconds: pytest.fail("the worker polled for its reference"))
+    protocol.Reference("other", {"test_b": [{"value": 2}]}).write(tmp_path / "other.json")
+    ready["other"].set()
+    job = worker.Job("s", "a", {"nb": 1.0}, {}, paths, limits, reference_file=str(tmp_path / "a.json"))
+
+    def publish():   # what Engine.reference_ready does
+        protocol.Reference("a", {"test_a": [{"value": 1}]}).write(tmp_path / "a.json")
+        ready["a"].set()
+
+    threading.Timer(0.3, publish).start()
+    assert job.judged_with() == {"test_a": [{"value": 1}]}
+    given = worker.Job("s", "a", {"nb": 1.0}, {}, paths, limits, {"test_a": []}, reference_file=str(tmp_path / "x"))
     assert given.judged_with() == {"test_a": []}, "a reference given with the job is used as it is"
     monkeypatch.setattr(worker, "REFERENCE_GRACE_S", 0.2)
-    lost = worker.Job("s", "never", {"nb": 1.0}, {}, paths, limits, references=shared)
+    lost = worker.Job("s", "never", {"nb": 1.0}, {}, paths, limits, reference_file=str(tmp_path / "never.json"))
     assert lost.judged_with() == {}, "a reference that never comes is none (the worker reports it missing)"
+
+
+def test_a_grading_process_waiting_for_its_reference_wakes_when_the_engine_sets_it(tmp_path):
+    """Across processes, as the engine runs it: the Event reaches each worker through the pool's initializer,
+    the worker blocks on it, and the engine's write and set wake it."""
+    import concurrent.futures as futures
+    import multiprocessing
+
+    context = multiprocessing.get_context("forkserver")
+    ready = {"a": context.Event()}
+    limits = settings.Limits(timeout_s=30, cell_timeout_s=30, memory_mb=100, output_mb=1, threads=1, sandbox=False,
+                             processes=8, disk_mb=8)
+    job = worker.Job("s", "a", {"nb": 1.0}, {}, worker.Paths(*(["."] * 6)), limits,
+                     reference_file=str(tmp_path / "a.json"))
+    with futures.ProcessPoolExecutor(1, mp_context=context, initializer=worker.expect_references,
+                                     initargs=(ready,)) as pool:
+        waiting = pool.submit(worker.Job.judged_with, job)
+        done, _ = futures.wait([waiting], timeout=1.0)
+        assert not done, "the worker judged before the reference was in"
+        protocol.Reference("a", {"test_a": [{"value": 1}]}).write(tmp_path / "a.json")
+        ready["a"].set()
+        assert waiting.result(timeout=60) == {"test_a": [{"value": 1}]}
 
 
 def test_the_watchdog_finds_the_kernels_processes_in_its_cgroup(tmp_path):

@@ -40,7 +40,6 @@ CGROUP_MEMORY_HEADROOM_MB = 512   # cgroup memory beyond the RSS cap: the kernel
 RUNTIME_MB = 16                   # the runtime tmpfs (connection file and sockets: a few kB)
 PRLIMIT_FSIZE_MB = 512            # largest file a kernel may write
 PRLIMIT_NOFILE = 1024             # open files per kernel process
-REFERENCE_POLL_S = 0.05          # how often a worker that has run a submission looks for its reference
 REFERENCE_GRACE_S = 60           # beyond three reference runs' clocks, before a worker gives up waiting
 RECORD_BATCH = 8                  # students recorded together once that many of one assignment wait
 RECORDER_STOP_S = 30              # the recording process's time to exit once its input is closed

@@ -2,8 +2,9 @@
 own, with nbgrader's recording overlapping the run.
 
 Every submission is queued behind the references from the start: a worker free before its assignment's
-reference is ready executes a submission and waits for the reference only to judge it (the engine puts each
-reference in a dict shared with the workers, :attr:`Job.references`). nbgrader records them in
+reference is ready executes a submission and waits for the reference only to judge it (the engine writes each
+reference to a file, :attr:`Job.reference_file`, and sets the assignment's Event, on which such a worker
+blocks). nbgrader records them in
 batches while the rest run (:func:`recording.next_batch`). A worker that dies breaks the pool: the
 pool is replaced and the submissions on it are graded again alone (:meth:`Engine.grade_again`); a
 timeout beside other submissions is graded again alone too (:func:`rerun_alone`).
@@ -27,6 +28,7 @@ from autograder.grading.report.reporting import Progress, report_references
 from autograder.grading.run import runner, worker
 from autograder.grading.run.worker import Job, NotebookResult
 from autograder.grading.status import Status
+from autograder.kernel import protocol
 
 
 @dataclass(frozen=True)
@@ -58,12 +60,13 @@ class Engine:
         slots = cpu_sets(run.settings.jobs)
         for slot in slots:
             self.cpu_slots.put(slot)
+        self.unsettled = {a: sum(1 for _, b in run.tasks if b == a) for _, a in run.tasks}
+        # assignment -> set once its reference is in reference_file(): a worker waiting to judge wakes then
+        self.reference_events = {assignment: context.Event() for assignment in self.unsettled}
         self.pool = Workers(run.settings.jobs, context, self.cpu_slots, slots, self.manager.Queue(),
-                            runner.template_env_for(run.limits))
+                            runner.template_env_for(run.limits), self.reference_events)
         self.results: list[NotebookResult] = []
         self.references: dict[str, reference.HostReference] = {}
-        self.shared_references = self.manager.dict()   # assignment -> cells, for the workers (Job.references)
-        self.unsettled = {a: sum(1 for _, b in run.tasks if b == a) for _, a in run.tasks}
         self.waiting: dict[str, list[str]] = {}    # assignment -> students graded, not yet recorded
         self.recording: futures.Future | None = None
         self.failed: set[tuple[str, str]] = set()
@@ -85,7 +88,7 @@ class Engine:
             for assignment in sorted(self.unsettled):
                 self.submit(ReferenceRun(assignment), pending)
             for student, assignment in self.plan.tasks:   # queued behind the references, judged once they are in
-                job = replace(self.plan.job(student, assignment), references=self.shared_references)
+                job = replace(self.plan.job(student, assignment), reference_file=self.reference_file(assignment))
                 self.submit(SubmissionRun(job), pending)
             starved, broken = [], []
             while pending:
@@ -129,7 +132,12 @@ class Engine:
         except Exception as exc:
             self.references[assignment] = self.stored_reference(assignment, f"{type(exc).__name__}: {exc}")
         report_references({assignment: self.references[assignment]}, self.progress)
-        self.shared_references[assignment] = self.references[assignment].cells
+        protocol.Reference(assignment, self.references[assignment].cells).write(Path(self.reference_file(assignment)))
+        self.reference_events[assignment].set()
+
+    def reference_file(self, assignment: str) -> str:
+        """Where the workers read ``assignment``'s reference once its Event is set (the run's scratch folder)."""
+        return str(Path(self.plan.paths.scratch) / f"reference-{assignment}.json")
 
     def stored_reference(self, assignment: str, why: str) -> reference.HostReference:
         stored = reference.load_stored(Path(self.plan.paths.source), assignment) or {}
@@ -224,15 +232,17 @@ class Workers:
     at a time. Each worker reports its pid through the pool's initializer, so no private attribute of the
     executor is read."""
 
-    def __init__(self, jobs: int, context, cpu_slots, slots: list[str], pids, template_env: dict | None = None):
+    def __init__(self, jobs: int, context, cpu_slots, slots: list[str], pids, template_env: dict | None = None,
+                 reference_events: dict | None = None):
         self.jobs, self.context, self.cpu_slots, self.slots, self.pids = jobs, context, cpu_slots, slots, pids
-        self.template_env = template_env
+        self.template_env, self.reference_events = template_env, reference_events or {}
         self.pool = self._new()
         self.replaced = 0
 
     def _new(self):
         return futures.ProcessPoolExecutor(max_workers=self.jobs, mp_context=self.context,
-                                           initializer=worker.start_worker, initargs=(self.pids, self.template_env))
+                                           initializer=worker.start_worker,
+                                           initargs=(self.pids, self.template_env, self.reference_events))
 
     def replace(self) -> None:
         import psutil
@@ -274,14 +284,20 @@ def _drain(shared) -> list:
 def reap_children() -> None:
     """Stop whatever multiprocessing left behind. After a worker is killed, a process forked beside it can
     wait forever on a lock the dead one held; left alone it would outlive the grader and keep its output
-    pipes open. Every result is in by now."""
+    pipes open. Every result is in by now. The resource tracker stays: it unregisters this process's
+    semaphores (the references' Events) as they are freed, and ends with this process; killed, it is started
+    again and prints a KeyError for each of them."""
     import psutil
 
     for child in psutil.Process().children(recursive=True):
         try:
-            child.kill()
+            if TRACKER not in " ".join(child.cmdline()):
+                child.kill()
         except psutil.Error:
             pass
+
+
+TRACKER = "multiprocessing.resource_tracker"   # in its command line
 
 
 def cpu_sets(jobs: int) -> list[str]:

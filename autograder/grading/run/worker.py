@@ -25,14 +25,13 @@ import nbformat
 from autograder.grading.intake import canonical, collect
 from autograder.grading.judging import judge
 from autograder.grading.messages import NotebookResult
-from autograder.grading.plan.settings import (
-    MAX_NOTEBOOK_BYTES,
-    MAX_TIMESTAMP_BYTES,
-    REFERENCE_GRACE_S,
-    REFERENCE_POLL_S,
-    Limits,
-)
+from autograder.grading.plan.settings import MAX_NOTEBOOK_BYTES, MAX_TIMESTAMP_BYTES, REFERENCE_GRACE_S, Limits
 from autograder.grading.status import Status, SubmissionError
+from autograder.kernel import protocol
+
+# assignment -> the multiprocessing Event the engine sets once it has written that assignment's reference to
+# the job's reference_file (given to each worker by its initializer: an Event is shared by inheritance only)
+_reference_ready: dict = {}
 
 
 @dataclass(frozen=True)
@@ -56,22 +55,21 @@ class Job:
     paths: Paths
     limits: Limits
     reference: dict[str, list[dict]] = field(default_factory=dict)   # grade id -> observations to judge with
-    # or, while the reference still runs: the engine's shared dict (a Manager proxy), where it puts each
-    # assignment's reference when it is ready; the worker executes first and reads it to judge
-    references: object = None
+    # or, while the reference still runs: the file the engine writes it to when it is ready (a protocol.Reference),
+    # announced by the worker's Event for the assignment; the worker executes first and waits only to judge
+    reference_file: str = ""
 
     def judged_with(self) -> dict[str, list[dict]]:
-        """The observations to judge with: ``reference``, or ``references[assignment]`` once the engine has put
-        it there (polled; a reference run is bounded by its notebooks' clocks, twice with a second try)."""
-        if self.reference or self.references is None:
+        """The observations to judge with: ``reference``, or what the engine wrote to ``reference_file`` once it
+        says so. The wait blocks on the assignment's Event (no polling) and is bounded by a reference run's
+        clocks, twice with a second try; {} when nothing comes."""
+        if self.reference or not self.reference_file:
             return self.reference
-        deadline = time.monotonic() + 3 * self.limits.timeout_s * max(1, len(self.notebooks)) + REFERENCE_GRACE_S
-        while time.monotonic() < deadline:
-            found = self.references.get(self.assignment)
-            if found is not None:
-                return found
-            time.sleep(REFERENCE_POLL_S)
-        return {}
+        ready = _reference_ready.get(self.assignment)
+        bound = 3 * self.limits.timeout_s * max(1, len(self.notebooks)) + REFERENCE_GRACE_S
+        if ready is None or not ready.wait(bound):
+            return {}
+        return protocol.Reference.read(Path(self.reference_file)).cells
 
     def results(self, status: Status, reason: str) -> list[NotebookResult]:
         """The same status for every notebook of this job."""
@@ -181,10 +179,17 @@ def stage(job: Job, name: str, executed, result: NotebookResult) -> None:
     nbformat.write(executed, staged_dir / f"{name}.ipynb")
 
 
-def start_worker(pids, template_env: dict | None) -> None:
-    """A worker's initializer (``ProcessPoolExecutor``'s public hook): it tells the engine its pid, and starts
-    its warm template, which imports while the first reference run goes on in another worker. It lives here,
-    with what the forkserver preloads: in the engine's module, unpickling it imported the engine, the
+def expect_references(events: dict) -> None:
+    """This process's Events, one per assignment, each set by the engine once that reference is written."""
+    _reference_ready.clear()
+    _reference_ready.update(events)
+
+
+def start_worker(pids, template_env: dict | None, reference_events: dict) -> None:
+    """A worker's initializer (``ProcessPoolExecutor``'s public hook): it tells the engine its pid, takes the
+    Events that say a reference is ready (:func:`expect_references`), and starts its warm template, which
+    imports while the first reference run goes on in another worker. It lives here, with what the forkserver
+    preloads: in the engine's module, unpickling it imported the engine, the
     recorder's side and nbgrader into every worker, 1.4 s before its template could start.
 
     A worker dies with the forkserver it was forked from, which ends when the grading command does: a grading
@@ -196,6 +201,7 @@ def start_worker(pids, template_env: dict | None) -> None:
     if os.getppid() == 1:   # the forkserver ended before the signal was set
         os._exit(1)
     pids.put(os.getpid())
+    expect_references(reference_events)
     if template_env is not None:
         from autograder.warm import pool
 
