@@ -43,8 +43,14 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedb
 # Feedback on submit (python -m autograder.service; deploy/jupyterhub runs it as a hub service): the assignments
 # graded as soon as a student submits, and the limits against probing the hidden checks by trial and error.
 # Feedback shows the visible checks' messages and each failed hidden check's hint, never its inputs or values.
-# Official grades stay the instructor's: the service grades in a course folder of its own.
 c.PTEFeedback.assignments = []          # e.g. ["01_tensors_and_views"]
 c.PTEFeedback.cooldown_s = 600.0        # between two gradings of one student's assignment
 c.PTEFeedback.max_per_assignment = 10   # gradings per student and assignment
 c.PTEFeedback.max_per_day = 20          # gradings per student and day (UTC)
+# The page shows the points (nbgrader's feedback page) except for the assignments listed here: then the checks'
+# messages and hints, but neither the total nor any cell's score.
+c.PTEFeedback.hide_score = []
+# Official grades stay the instructor's (the grading command after the deadline): the service grades in a course
+# folder of its own. True: the service's grade of each student's latest graded submission is the official grade,
+# written into this course's gradebook and grades.csv (with the submission in submitted/ and autograded/).
+c.PTEFeedback.latest_grade_counts = False

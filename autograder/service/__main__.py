@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 from pathlib import Path
 
 from autograder.grading.plan.planning import load_coursedir
 
 from .service import PTEFeedback, Service
+
+
+def interrupt(signum, frame):
+    raise KeyboardInterrupt
 
 
 def main(argv=None) -> int:
@@ -25,9 +30,12 @@ def main(argv=None) -> int:
     service = Service(args.course, exchange, coursedir.course_id, settings)
     if not settings.assignments:
         logging.warning("c.PTEFeedback.assignments is empty: no assignment is graded on submit")
+    # JupyterHub stops a managed service with SIGINT, then SIGTERM: either ends the run of the grading command
+    # under way (Service.run_grading), and the queue keeps the rest
+    signal.signal(signal.SIGTERM, interrupt)
     try:
         service.run()
-    except KeyboardInterrupt:   # JupyterHub stops a managed service with SIGINT; the queue keeps the rest
+    except KeyboardInterrupt:
         logging.info("stopped; a submission being graded is graded again at the next start")
     return 0
 

@@ -10,6 +10,10 @@ submission is queued once). The policy lives here too, as queries over the rows:
 - **caps**: at most ``max_per_assignment`` gradings per student and assignment, and ``max_per_day`` per
   student and day (UTC) across assignments; past a cap a submission is not graded (the instructor's grading
   after the deadline still is);
+- **settling**: while submissions keep arriving (a class submitting together), the next run of the grading
+  command waits until ``quiet_s`` pass without a new one, at most ``longest_s`` after the first ready one was
+  noticed, so that it grades them together (one run of the grading command for a class costs far less than
+  one for each student);
 - **round-robin**: of the submissions ready now, the one whose student was served longest ago (never
   first), so one student submitting again and again cannot starve the others;
 - **once**: a row taken for grading is ``grading`` until it is ``done``; a service that died meanwhile puts
@@ -149,6 +153,15 @@ class Queue:
             self.db.execute("ROLLBACK")
             raise
         return self.get(inbound)
+
+    def settling(self, now: float, quiet_s: float, longest_s: float, batch: int) -> bool:
+        """Whether to wait before taking a batch: some submissions are ready but fewer than ``batch``, the newest
+        of them was noticed less than ``quiet_s`` ago (more are arriving), and the oldest less than
+        ``longest_s`` ago."""
+        count, oldest, newest = self.db.execute(
+            "SELECT COUNT(*), MIN(noticed), MAX(noticed) FROM submissions WHERE state = 'waiting' AND "
+            "not_before <= ?", (now,)).fetchone()
+        return 0 < count < batch and now - newest < quiet_s and now - oldest < longest_s
 
     def take(self, now: float | None = None, assignment: str | None = None) -> Entry | None:
         """The next submission to grade (round-robin over students, oldest first within the ready ones; of

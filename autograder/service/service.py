@@ -1,31 +1,44 @@
 """Feedback on submit: grade each new submission in nbgrader's exchange and hand its feedback back there.
 
-One loop, one submission at a time (the grading command inside uses every core it is given):
+One loop, one batch at a time (the grading command inside uses every core it is given):
 
 1. **notice**: list ``<exchange>/<course_id>/inbound/`` (what nbgrader's Submit button and ``nbgrader submit``
    write) and queue each new folder of an assignment the course turned on (:mod:`.queue`);
-2. **take** the next ready submission (round-robin, cooldown, caps) and copy it into
-   ``submitted/<student>/<assignment>/``: only the release's notebooks, ``timestamp.txt`` and
+2. **settle**: while submissions are still arriving (a burst: a class submitting at the end of a lab), wait
+   until ``settle_s`` pass without a new one (at most ``settle_max_s`` after the first), so that one run of the
+   grading command takes them all (:meth:`.queue.Queue.settling`);
+3. **take** the next ready submissions (a batch of one assignment: round-robin, cooldown, caps) and copy each
+   into ``submitted/<student>/<assignment>/``: only the release's notebooks, ``timestamp.txt`` and
    ``submission_secret.txt``, each read through a descriptor that follows no link (the service runs as root;
    the inbound folder is the student's);
-3. **grade** it with the grading command (``python -m autograder grade --student S --assignment A``: the same
-   sandbox, limits, warm kernels and cached reference as a class), in a course folder of the service's own
-   (``.grading/feedback-service/course``: the course's config and solutions linked, its own release made from
-   them by nbgrader, its own gradebook, ``submitted/`` and ``feedback/``), so the official grades stay the
-   instructor's;
-4. **return** the feedback with nbgrader's ``release_feedback``, so the student's Fetch Feedback shows it.
+4. **grade** them with the grading command (``python -m autograder grade --student S ... --assignment A``: the
+   same sandbox, limits, warm kernels and cached reference as a class), in a course folder of the service's
+   own (``.grading/feedback-service/course``: its ``nbgrader_config.py`` loads the course's and adds the
+   service's settings, the course's solutions linked, its own release made from them by nbgrader, its own
+   gradebook, ``submitted/`` and ``feedback/``), so the official grades stay the instructor's unless the course
+   says the latest feedback grade counts (``latest_grade_counts``: the gradebook is then the course's, and the
+   student's row of ``grades.csv``, the submission and its autograded copy go to the course folder);
+5. **return** the feedback with nbgrader's ``release_feedback``, so the student's Fetch Feedback shows it; for
+   an assignment in ``hide_score`` the page is nbgrader's without its points (``templates/pte_feedback``).
 
 A submission inside its cooldown or past a cap gets a short feedback page at once that says when it will be
 graded, or why it will not; it is replaced by the graded one when that comes.
+
+The grading command runs in a process group of its own that dies with the service (``PR_SET_PDEATHSIG``); a
+service that was killed leaves the group's id in ``grading.pid``, and the next start ends what is left of that
+run before it grades the interrupted batch again, so two runs never write the same folder.
 """
 from __future__ import annotations
 
+import csv
+import ctypes
 import html
 import json
 import logging
 import os
 import pwd
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -48,6 +61,11 @@ log = logging.getLogger("pte-feedback")
 STATE_DIR = ".grading/feedback-service"
 SECRET = "submission_secret.txt"
 MAX_SECRET_BYTES = 1024
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+GRADING_PID = "grading.pid"
+PR_SET_PDEATHSIG = 1
+CONFIG_HEADER = ("# Written by the feedback service (autograder/service/service.py) before each grading run, and\n"
+                 "# written again at the next: the course's own settings, then the service's.\n")
 
 
 class PTEFeedback(Configurable):
@@ -62,6 +80,18 @@ class PTEFeedback(Configurable):
     poll_s = Float(1.0, help="seconds between two looks at the exchange's inbound folder").tag(config=True)
     batch = Integer(30, help="submissions of one assignment graded in one run of the grading command, at most"
                     ).tag(config=True)
+    settle_s = Float(1.0, help="while submissions keep arriving, wait until this many seconds pass without a new "
+                     "one before a run of the grading command takes them together").tag(config=True)
+    settle_max_s = Float(20.0, help="... but start grading at most this many seconds after the first of them was "
+                         "noticed").tag(config=True)
+    hide_score = List(Unicode(), default_value=[],
+                      help="assignments whose feedback on submit shows no points: the checks' messages and hints, "
+                           "but neither the total nor any cell's score (default: every page shows them)"
+                      ).tag(config=True)
+    latest_grade_counts = Bool(False, help="the service's grade of each student's latest graded submission is the "
+                               "official grade: written into the course's gradebook and grades.csv (off: the "
+                               "official grades are the instructor's, the grading command after the deadline, "
+                               "and the service never writes the course's gradebook)").tag(config=True)
     grade_args = List(Unicode(), default_value=[],
                       help="extra options of the grading command (e.g. ['--jobs', '1'])").tag(config=True)
     check_owner = Bool(False, help="each student is a Unix user of that name (a hub with local users): a "
@@ -83,6 +113,74 @@ def spoofed(folder: Path, student: str) -> str:
     return "" if owner == expected else f"made by uid {owner}, not by {student} (uid {expected})"
 
 
+def template_dirs() -> list[str]:
+    """nbconvert's template folders for the feedback page: nbgrader's (its ``feedback`` template) and the
+    service's (``pte_feedback``, which extends it)."""
+    import nbgrader
+
+    return [str(Path(nbgrader.__file__).parent / "server_extensions" / "formgrader" / "templates"), str(TEMPLATES)]
+
+
+def service_config(course_config: Path, work: Path, db_url: str, hide_score: bool) -> str:
+    """The text of the service's own ``nbgrader_config.py``: the course's, then its folder, its gradebook and,
+    when the score is hidden, nbgrader's feedback page without points (``templates/pte_feedback``)."""
+    lines = [CONFIG_HEADER + "c = get_config()  # noqa: F821",
+             f"load_subconfig({str(course_config)!r})  # noqa: F821",
+             f"c.CourseDirectory.root = {str(work)!r}",
+             f"c.CourseDirectory.db_url = {db_url!r}"]
+    if hide_score:
+        lines += ["c.HTMLExporter.template_name = 'pte_feedback'",
+                  "c.HTMLExporter.template_file = 'no_score.html.j2'",
+                  f"c.HTMLExporter.extra_template_basedirs = {template_dirs()!r}"]
+    return "\n".join(lines) + "\n"
+
+
+def die_with_parent() -> None:
+    """In the grading command's process, before it runs: SIGKILL when the service dies, however it dies."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def end_group(pgid: int, wait_s: float = 30.0) -> bool:
+    """SIGKILL process group ``pgid`` and wait until it is empty; whether any process of it was left."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        return False
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    return True
+
+
+def merge_csv_row(source: Path, target: Path, student: str, assignment: str) -> bool:
+    """Put ``student``'s row for ``assignment`` from the grading command's ``grades.csv`` at ``source`` into the
+    one at ``target`` (replacing theirs, keeping every other row; written whole, then renamed into place);
+    whether there was such a row."""
+    with open(source, newline="") as handle:
+        reader = csv.DictReader(handle)
+        fields = list(reader.fieldnames or [])
+        row = next((r for r in reader if (r["student_id"], r["assignment"]) == (student, assignment)), None)
+    if row is None:
+        return False
+    rows = {}
+    if target.is_file():
+        with open(target, newline="") as handle:
+            rows = {(r["student_id"], r["assignment"]): r for r in csv.DictReader(handle)}
+    rows[(student, assignment)] = row
+    partial = target.with_name(target.name + ".partial")
+    with open(partial, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=fields, extrasaction="ignore")
+        writer.writeheader()
+        for key in sorted(rows):
+            writer.writerow(rows[key])
+    partial.replace(target)
+    return True
+
+
 @dataclass
 class Service:
     course: Path
@@ -98,17 +196,18 @@ class Service:
         state = self.course / STATE_DIR
         self.work = state / "course"
         self.work.mkdir(parents=True, exist_ok=True)
-        for name in ("nbgrader_config.py", "solutions"):
-            if not (self.work / name).is_symlink():
-                (self.work / name).symlink_to(self.course / name)
+        self.end_leftover_run()
+        if not (self.work / "solutions").is_symlink():
+            (self.work / "solutions").symlink_to(self.course / "solutions")
         # the course's reference cache, so a reference the instructor's grading made is not made again
         cache = self.course / GRADING_DIR / CACHE_DIR
         cache.mkdir(parents=True, exist_ok=True)
         (self.work / GRADING_DIR).mkdir(exist_ok=True)
         if not (self.work / GRADING_DIR / CACHE_DIR).is_symlink():
             (self.work / GRADING_DIR / CACHE_DIR).symlink_to(cache, target_is_directory=True)
+        self.write_config()
         for assignment in self.settings.assignments:   # the release and the gradebook's record of it
-            if not (self.work / "notebooks" / assignment).is_dir():
+            if not (self.work / "notebooks" / assignment).is_dir() or not self.gradebook_has(assignment):
                 subprocess.run(nbgrader_cmd("generate_assignment", assignment, "--force", "--log-level=ERROR"),
                                cwd=self.work, check=True, capture_output=True, text=True)
         limits = Limits(self.settings.cooldown_s, self.settings.max_per_assignment, self.settings.max_per_day)
@@ -120,6 +219,47 @@ class Service:
     @property
     def inbound(self) -> Path:
         return self.exchange / self.course_id / "inbound"
+
+    # ------------------------------------------------------------ the service's course folder
+
+    def db_url(self) -> str:
+        """The gradebook the service's grading writes: the course's when the latest feedback grade counts, else
+        its own (``gradebook.db`` in its folder)."""
+        if self.settings.latest_grade_counts:
+            return load_coursedir(self.course).db_url
+        return f"sqlite:///{self.work / 'gradebook.db'}"
+
+    def write_config(self, assignment: str | None = None) -> None:
+        """The service's ``nbgrader_config.py`` for a run of ``assignment`` (once a symbolic link to the course's:
+        replaced)."""
+        path = self.work / "nbgrader_config.py"
+        text = service_config(self.course / "nbgrader_config.py", self.work, self.db_url(),
+                              assignment in self.settings.hide_score)
+        if path.is_symlink() or not path.is_file() or path.read_text() != text:
+            path.unlink(missing_ok=True)
+            path.write_text(text)
+
+    def gradebook_has(self, assignment: str) -> bool:
+        from nbgrader.api import Gradebook, MissingEntry
+
+        with Gradebook(self.db_url(), self.course_id) as gb:
+            try:
+                gb.find_assignment(assignment)
+            except MissingEntry:
+                return False
+        return True
+
+    def end_leftover_run(self) -> None:
+        """What is left of a grading run of a service that was killed (``grading.pid``): ended before this
+        service grades in the same folder."""
+        pid_file = self.work.parent / GRADING_PID
+        try:
+            pgid = int(pid_file.read_text())
+        except (OSError, ValueError):
+            return
+        if end_group(pgid):
+            log.info("ended what was left of the grading run (process group %d) of a service that stopped", pgid)
+        pid_file.unlink(missing_ok=True)
 
     # ------------------------------------------------------------ notice
 
@@ -179,6 +319,21 @@ class Service:
             (target / name).write_bytes(data)
         return target
 
+    def run_grading(self, cmd: list[str]) -> subprocess.CompletedProcess:
+        """The grading command in a process group of its own that dies with this service; its id is in
+        ``grading.pid`` while it runs (:meth:`end_leftover_run`)."""
+        pid_file = self.work.parent / GRADING_PID
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True, preexec_fn=die_with_parent)
+        pid_file.write_text(str(proc.pid))
+        try:
+            stdout, stderr = proc.communicate()
+        finally:   # this service stopped (SIGINT from the hub): so does the run
+            end_group(proc.pid)
+            proc.wait()
+            pid_file.unlink(missing_ok=True)
+        return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
+
     def grade(self, entries: list[Entry]) -> dict[str, tuple[str, str]]:
         """Run the grading command once for these students' submissions of one assignment; student ->
         (status, reason) from its report."""
@@ -186,9 +341,10 @@ class Service:
         (self.work / "grading-report.json").unlink(missing_ok=True)   # a run that fails must not read the last one's
         for entry in entries:   # nor release the feedback of a student's earlier submission for this one
             shutil.rmtree(self.feedback_dir(entry), ignore_errors=True)
+        self.write_config(assignment)
         cmd = [sys.executable, "-m", "autograder", "grade", "--course", str(self.work), "--assignment", assignment,
                *[arg for e in entries for arg in ("--student", e.student)], *self.settings.grade_args]
-        done = subprocess.run(cmd, capture_output=True, text=True)
+        done = self.run_grading(cmd)
         found = {}
         try:
             report = json.loads((self.work / "grading-report.json").read_text())
@@ -233,6 +389,26 @@ class Service:
         except ExchangeError as exc:
             raise OSError(f"nbgrader's release_feedback failed: {exc}") from None
 
+    def make_official(self, entry: Entry) -> None:
+        """The latest feedback grade counts: the grading command has written the student's grades into the
+        course's gradebook (:meth:`db_url`); the student's row of ``grades.csv``, the submission and its
+        autograded copy go to the course folder too, where the instructor's grading command leaves them (so the
+        formgrader opens the graded notebook), owned as the course folder is."""
+        if not merge_csv_row(self.work / "grades.csv", self.course / "grades.csv", entry.student, entry.assignment):
+            return
+        changed = [self.course / "grades.csv"]
+        for kind in ("submitted", "autograded"):
+            source = self.work / kind / entry.student / entry.assignment
+            target = self.course / kind / entry.student / entry.assignment
+            shutil.rmtree(target, ignore_errors=True)
+            if source.is_dir():
+                shutil.copytree(source, target)
+                changed += [target.parent.parent, target.parent, target, *target.rglob("*")]
+        owner = os.stat(self.course)
+        if os.geteuid() == 0 and owner.st_uid != 0:
+            for path in changed:
+                os.lchown(path, owner.st_uid, owner.st_gid)
+
     def early_feedback(self, entry: Entry, message: str) -> None:
         """A page for a submission that is not graded now, returned at once through the exchange."""
         try:
@@ -268,7 +444,9 @@ class Service:
                 self.early_feedback(entry, f"this submission cannot be graded: {exc.reason}")
             except OSError as exc:   # the service's own fault: this submission's, and the others go on
                 self.queue.finish(entry.inbound, "error", f"not copied: {exc}"[:300])
+        copied = time.monotonic()
         verdicts = self.grade(ready) if ready else {}
+        graded = time.monotonic()
         for entry in ready:
             status, reason = verdicts[entry.student]
             if not any(self.feedback_dir(entry).glob("*.html")):   # the grading command wrote none: say so
@@ -280,15 +458,24 @@ class Service:
                 self.release(entry)
             except OSError as exc:
                 status, reason = "error", f"feedback not released: {exc}"[:300]
+            if self.settings.latest_grade_counts:
+                try:
+                    self.make_official(entry)
+                except OSError as exc:   # the feedback is out; the instructor's grading still grades it
+                    log.warning("%s: not recorded in the course folder: %s", entry.inbound, exc)
             self.queue.finish(entry.inbound, status, reason)
             log.info("%s/%s (%s): %s", entry.student, entry.assignment, entry.timestamp, status)
         if batch:
-            log.info("%d submission(s) of %s served in %.1f s", len(batch), batch[0].assignment,
-                     time.monotonic() - started)
+            log.info("%d submission(s) of %s served in %.1f s (copying in %.2f s, the grading command %.1f s, "
+                     "releasing the feedback %.2f s)", len(batch), batch[0].assignment, time.monotonic() - started,
+                     copied - started, graded - copied, time.monotonic() - graded)
         return batch
 
     def run(self, stop=lambda: False) -> None:
         while not stop():
             self.notice()
-            if not self.serve_one():
-                time.sleep(self.settings.poll_s)
+            settings = self.settings
+            if self.queue.settling(time.time(), settings.settle_s, settings.settle_max_s, settings.batch):
+                time.sleep(settings.poll_s)
+            elif not self.serve_one():
+                time.sleep(settings.poll_s)

@@ -1,19 +1,30 @@
 """Feedback on submit through nbgrader's real exchange (autograder/service): students submit with
 ``nbgrader submit`` and read what ``nbgrader fetch_feedback`` brings back; no hub in between (the hub, its
-proxy and the browser are not part of this test).
+proxy and the browser are tests/e2e/test_hub.py).
 
 One student submits a wrong answer and fetches feedback that names the failed hidden check's hint and none of
-its values; resubmits inside the cooldown and at once gets a page saying when it will be graded; is graded then,
-with full marks. Another student's submission that is a symbolic link to the solutions is refused, and
-changes nothing for the first; a third's submission without its notebook is told it could not be graded, and
-why. The service stopped while grading and started again loses nothing.
+its values, and no points (the course hides the score of this lesson: ``c.PTEFeedback.hide_score``); resubmits
+inside the cooldown and at once gets a page saying when it will be graded. In the same batch as the first
+answer, a classmate's notebook is a symbolic link to the solutions (refused), another's notebook is missing (told
+it could not be graded, and why) and another's floods its output (``output-limit``): nothing changes for the
+first. The service grades in a course folder of its own: the course's gradebook and grades.csv are untouched.
+
+Then the service runs as a process, as on a hub, with the latest feedback grade counting
+(``c.PTEFeedback.latest_grade_counts``) and the score shown: it is killed (SIGKILL) while it grades one
+submission and another waits, and started again: what was left of the killed run is ended, both submissions
+are graded and released once, with full marks and the score on the page, and their grades are the course's
+official ones (its gradebook, grades.csv, submitted/ and autograded/).
 """
 from __future__ import annotations
 
+import csv
 import html as htmllib
 import os
 import re
+import signal
+import sqlite3
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -21,12 +32,26 @@ import nbformat
 
 from autograder import course
 from autograder.kernel import protocol
-from autograder.service.service import PTEFeedback, Service
+from autograder.service.service import GRADING_PID, STATE_DIR, PTEFeedback, Service
 
 import coursekit as kit
 from test_grading import LESSON, ensure_bubblewrap
 
 COURSE_ID = "pte"
+FULL_MARKS = 10.0
+FLOOD = ("def linear_forward(x, weight, bias):\n    import sys\n    chunk = 'x' * 5_000_000\n"
+         "    while True:\n        sys.stdout.write(chunk)\n")
+GRADE_TIMEOUT_S = 300
+AS_A_PROCESS = """
+c.CourseDirectory.course_id = {course_id!r}
+c.PTEFeedback.assignments = [{lesson!r}]
+c.PTEFeedback.cooldown_s = 60.0
+c.PTEFeedback.poll_s = 0.2
+c.PTEFeedback.settle_s = 0.0
+c.PTEFeedback.batch = 1
+c.PTEFeedback.latest_grade_counts = True
+c.PTEFeedback.grade_args = ["--jobs", "2"]
+"""
 
 
 def nbgrader(cwd: Path, exchange: Path, *args: str, user: str | None = None) -> None:
@@ -48,57 +73,97 @@ def feedback_of(home: Path, exchange: Path, user: str) -> list[str]:
     return [htmllib.unescape(re.sub(r"<[^>]+>", " ", page.read_text())) for page in pages]
 
 
+def inbound_of(exchange: Path, user: str) -> list[Path]:
+    return sorted(p for p in (exchange / COURSE_ID / "inbound").iterdir() if p.name.startswith(f"{user}+"))
+
+
+def queue_states(root: Path) -> dict[str, tuple[str, str]]:
+    """inbound folder -> (state, status), read from the service's queue as another process."""
+    con = sqlite3.connect(f"file:{root / STATE_DIR / 'queue.sqlite'}?mode=ro", uri=True, timeout=10)
+    try:
+        return {row[0]: (row[1], row[2]) for row in con.execute("SELECT inbound, state, status FROM submissions")}
+    finally:
+        con.close()
+
+
+def start_service(root: Path, exchange: Path, log: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "autograder.service", "--course", str(root), "--exchange",
+                             str(exchange)], cwd=root, stdout=subprocess.DEVNULL, stderr=open(log, "w"),
+                            env=dict(os.environ, OMP_NUM_THREADS="1"))
+
+
+def wait_until(condition, what: str, log: Path) -> None:
+    deadline = time.monotonic() + GRADE_TIMEOUT_S
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} not within {GRADE_TIMEOUT_S} s:\n{log.read_text()[-3000:]}"
+        time.sleep(0.1)
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def test_feedback_on_submit(tmp_path):
     ensure_bubblewrap()
     root = kit.make_scratch_course(tmp_path / "course", [LESSON])
     exchange = tmp_path / "exchange"
     exchange.mkdir()
     nbgrader(root, exchange, "release_assignment", LESSON)
-    homes = {user: tmp_path / user for user in ("ann", "bob", "cat")}
+    homes = {user: tmp_path / user for user in ("ann", "bob", "cat", "dan", "eve")}
     for user, home in homes.items():
         home.mkdir()
         nbgrader(home, exchange, "fetch_assignment", LESSON, user=user)
     solution = nbformat.read(root / "solutions" / LESSON / f"{LESSON}.ipynb", as_version=4)
     release = kit.release_notebook(root, LESSON)
+    notebook = f"{LESSON}.ipynb"
     wrong = next(iter(kit.load_pitfall_module(LESSON).HIDDEN_ONLY["independent_copy"].values()))
     settings = PTEFeedback(assignments=[LESSON], cooldown_s=60.0, max_per_assignment=5, max_per_day=10,
-                           grade_args=["--jobs", "2"])
+                           hide_score=[LESSON], grade_args=["--jobs", "2"])
     service = Service(root, exchange, COURSE_ID, settings)
 
     # ann: a wrong answer that passes the visible checks
-    ann_nb = homes["ann"] / LESSON / f"{LESSON}.ipynb"
-    nbformat.write(kit.fill_answers(release, solution, {"independent_copy": wrong}), ann_nb)
+    nbformat.write(kit.fill_answers(release, solution, {"independent_copy": wrong}), homes["ann"] / LESSON / notebook)
     nbgrader(homes["ann"], exchange, "submit", LESSON, user="ann")
     # bob: his notebook is a link to the instructor's solution
-    bob_nb = homes["bob"] / LESSON / f"{LESSON}.ipynb"
     nbgrader(homes["bob"], exchange, "submit", LESSON, user="bob")
-    bob_inbound = next(p for p in (exchange / COURSE_ID / "inbound").iterdir() if p.name.startswith("bob+"))
-    (bob_inbound / bob_nb.name).unlink()
-    (bob_inbound / bob_nb.name).symlink_to(root / "solutions" / LESSON / f"{LESSON}.ipynb")
+    [bob_inbound] = inbound_of(exchange, "bob")
+    (bob_inbound / notebook).unlink()
+    (bob_inbound / notebook).symlink_to(root / "solutions" / LESSON / notebook)
     # cat: the notebook is gone from the submission (the grading command reports it missing, with no feedback)
     nbgrader(homes["cat"], exchange, "submit", LESSON, user="cat")
-    cat_inbound = next(p for p in (exchange / COURSE_ID / "inbound").iterdir() if p.name.startswith("cat+"))
-    (cat_inbound / bob_nb.name).unlink()
+    (inbound_of(exchange, "cat")[0] / notebook).unlink()
+    # dan: a cell that floods its output
+    nbformat.write(kit.fill_answers(release, solution, {"linear_forward": FLOOD}), homes["dan"] / LESSON / notebook)
+    nbgrader(homes["dan"], exchange, "submit", LESSON, user="dan")
 
-    start = time.time()
-    assert len(service.notice(start)) == 3
-    served = service.serve_one(start)     # one batch: both students, one grading run
-    assert sorted(e.student for e in served) == ["ann", "bob", "cat"]
+    start = time.time() - 600   # as if ten minutes ago: the cooldown of ann's next submission is over at the end
+    assert len(service.notice(start)) == 4
+    served = service.serve_one(start)     # one batch: every student, one grading run
+    assert sorted(e.student for e in served) == ["ann", "bob", "cat", "dan"]
     by_student = {e.student: service.queue.get(e.inbound) for e in served}
     assert by_student["bob"].status == "refused" and "symbolic link" in by_student["bob"].reason
     assert by_student["ann"].status == "graded", by_student["ann"]
+    assert by_student["dan"].status == "output-limit", by_student["dan"]
 
     text = feedback_of(homes["ann"], exchange, "ann")[-1]
     assert "HiddenTestFailed" in text and "Hint:" in text, text[-3000:]
+    assert not re.search(r"Score|\d+\.\d+ / \d+\.\d+", text), text[:3000]   # nor points
     assert "symbolic link" in feedback_of(homes["bob"], exchange, "bob")[-1]
     assert by_student["cat"].status == "missing", by_student["cat"]
     assert "could not be graded (missing" in feedback_of(homes["cat"], exchange, "cat")[-1]
+    assert len(feedback_of(homes["dan"], exchange, "dan")) == 1
     labels = [entry["label"] for entry in protocol.Reference.read(
         root / "solutions" / LESSON / protocol.REFERENCE_FILE).cells["test_independent_copy"]]
     assert not [label for label in labels if label in text], "a hidden check's label (its inputs) is in the feedback"
+    # the latest feedback grade does not count: the course's gradebook and grades.csv are untouched
+    assert "ann" not in kit.scores(root, LESSON) and not (root / "grades.csv").exists()
 
     # ann fixes it and resubmits inside the cooldown: told when, graded then
-    nbformat.write(kit.fill_answers(release, solution), ann_nb)
+    nbformat.write(kit.fill_answers(release, solution), homes["ann"] / LESSON / notebook)
     time.sleep(1.1)   # nbgrader's timestamp has seconds: a new inbound folder
     nbgrader(homes["ann"], exchange, "submit", LESSON, user="ann")
     later = start + 5
@@ -106,16 +171,49 @@ def test_feedback_on_submit(tmp_path):
     assert fixed.not_before == by_student["ann"].started + 60.0
     assert "will be graded at" in feedback_of(homes["ann"], exchange, "ann")[-1]
     assert service.serve_one(later) == []
-
-    # the service stops while grading it and starts again: nothing lost, graded once more in full
-    taken = service.queue.take(fixed.not_before)
     service.queue.close()
-    restarted = Service(root, exchange, COURSE_ID, settings)
-    assert restarted.queue.get(taken.inbound).state == "waiting"
-    [again] = restarted.serve_one(fixed.not_before + 1)
-    assert again.inbound == fixed.inbound
-    assert restarted.queue.get(fixed.inbound).status == "graded"
-    text = feedback_of(homes["ann"], exchange, "ann")[-1]
-    assert "HiddenTestFailed" not in text and "will be graded" not in text, text[-2000:]
-    # the official gradebook is untouched: the service grades in a course folder of its own
-    assert not (root / "gradebook.db").exists() or "ann" not in kit.scores(root, LESSON)
+
+    # as a process (one submission a run): eve submits too; killed while it grades one, the other waiting
+    nbformat.write(kit.fill_answers(release, solution), homes["eve"] / LESSON / notebook)
+    nbgrader(homes["eve"], exchange, "submit", LESSON, user="eve")
+    with open(root / "nbgrader_config.py", "a") as config:
+        config.write(AS_A_PROCESS.format(course_id=COURSE_ID, lesson=LESSON))
+    queued = [fixed.inbound, inbound_of(exchange, "eve")[0].name]
+    logs = [tmp_path / "service-killed.log", tmp_path / "service-restarted.log"]
+    proc = start_service(root, exchange, logs[0])
+    try:
+        wait_until(lambda: sorted(queue_states(root).get(i, ("",))[0] for i in queued) == ["grading", "waiting"],
+                   "one submission grading, one waiting", logs[0])
+        time.sleep(1.0)   # into the grading command's run
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    pgid = int((root / STATE_DIR / GRADING_PID).read_text())   # the killed run's, left for the next start
+    proc = start_service(root, exchange, logs[1])
+    try:
+        wait_until(lambda: all(queue_states(root)[i][0] == "done" for i in queued), "both graded", logs[1])
+    finally:
+        proc.send_signal(signal.SIGINT)   # as the hub stops it
+        proc.wait(timeout=60)
+    assert not group_alive(pgid), "a process of the killed service's grading run outlived the restart"
+    assert {i: queue_states(root)[i] for i in queued} == {i: ("done", "graded") for i in queued}
+    killed, restarted = (log.read_text() for log in logs)
+    for inbound in queued:   # released once: by the restarted service, not by the killed one
+        timestamp = inbound.split("+")[2]
+        assert (killed.count(f"({timestamp}): "), restarted.count(f"({timestamp}): ")) == (0, 1), restarted
+
+    # full marks, and the score is on the page (this lesson's score is no longer hidden)
+    for user in ("ann", "eve"):
+        text = feedback_of(homes[user], exchange, user)[-1]
+        assert "HiddenTestFailed" not in text and "will be graded" not in text, text[-2000:]
+        assert re.search(rf"\(Score: {FULL_MARKS} / {FULL_MARKS}\)", text), text[:2000]
+    # the latest feedback grade counts: the course's own gradebook, grades.csv, submitted/ and autograded/
+    official = kit.scores(root, LESSON)
+    assert sum(official["ann"].values()) == FULL_MARKS and sum(official["eve"].values()) == FULL_MARKS, official
+    with open(root / "grades.csv", newline="") as handle:
+        rows = {r["student_id"]: r for r in csv.DictReader(handle)}
+    assert sorted(rows) == ["ann", "eve"] and float(rows["ann"]["score"]) == FULL_MARKS, rows
+    assert (root / "autograded" / "ann" / LESSON / notebook).is_file()
+    assert (root / "submitted" / "ann" / LESSON / "timestamp.txt").read_text() == fixed.timestamp

@@ -124,3 +124,20 @@ def test_a_folder_made_in_a_classmates_name_is_spoofed(tmp_path):
     os.chown(folder, 65534, 65534)
     assert spoofed(folder, "nobody") == ""
     assert spoofed(folder, "pte-no-such-user") == "no Unix user is named 'pte-no-such-user'"
+
+
+def test_a_burst_settles_into_one_batch(tmp_path):
+    """While submissions keep arriving, the next batch waits for a quiet second, at most 20 s after the first;
+    one submission alone waits a second; a full batch does not wait."""
+    queue = make(tmp_path, cooldown_s=0.0)
+    assert not queue.settling(T0, 1.0, 20.0, 30)                    # nothing waits
+    queue.add(name("ann", "01"), T0)
+    assert queue.settling(T0 + 0.5, 1.0, 20.0, 30)
+    assert not queue.settling(T0 + 1.0, 1.0, 20.0, 30)             # a quiet second: grade
+    for i, student in enumerate(["bob", "cat", "dan"], start=1):    # a class arriving every 0.8 s
+        queue.add(name(student, f"0{i + 1}"), T0 + 0.8 * i)
+        assert queue.settling(T0 + 0.8 * i + 0.1, 1.0, 20.0, 30)
+    assert not queue.settling(T0 + 2.4 + 1.0, 1.0, 20.0, 30)
+    assert queue.settling(T0 + 2.45, 1.0, 3.0, 30) and not queue.settling(T0 + 2.45, 1.0, 2.0, 30)   # at most
+    assert not queue.settling(T0 + 2.5, 1.0, 20.0, 4)              # a full batch
+    assert len(queue.take_batch(30, T0 + 3.4)) == 4
