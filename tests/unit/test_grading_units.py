@@ -296,12 +296,46 @@ def test_a_worker_starts_without_nbgrader():
 
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([worker.__name__, runner.__name__])
-    workers = engine.Workers(1, context, context.Queue(), ["0"], context.Queue())
+    workers = engine.Workers(1, context, ["0"])
     try:
-        imported = workers.submit(eval, "sorted(m for m in __import__('sys').modules if m.split('.')[0] == 'nbgrader'"
-                                        " or m in ('autograder.grading.run.engine',"
-                                        " 'autograder.grading.record.recording'))")
+        imported = workers.pool.schedule(eval, args=(
+            "sorted(m for m in __import__('sys').modules if m.split('.')[0] == 'nbgrader' or m in "
+            "('autograder.grading.run.engine', 'autograder.grading.record.recording'))",))
         assert imported.result(timeout=60) == []
+    finally:
+        workers.shutdown()
+
+
+def test_a_dead_worker_costs_only_its_own_task_and_a_stuck_one_is_stopped(tmp_path):
+    """The pool survives a worker that dies: the task beside it finishes, the dead one's task alone fails
+    (ProcessExpired), a new worker takes the next task, and every CPU slot comes back. A task past its timeout
+    has its worker stopped (the process is gone) and fails with TimeoutError."""
+    import concurrent.futures as futures
+    import multiprocessing
+
+    import pebble
+    import poolkit
+    import psutil
+
+    workers = engine.Workers(2, multiprocessing.get_context("forkserver"), ["0", "1"])
+    try:
+        beside = workers.submit(poolkit.run, {"outlive": str(tmp_path / "dead")})   # runs while the other dies
+        dies = workers.submit(poolkit.run, {"exit": 9, "pid_file": str(tmp_path / "dead")})
+        assert workers.free_slots() == 0
+        with pytest.raises(pebble.ProcessExpired):
+            dies.result(timeout=60)
+        assert beside.result(timeout=60)["slot"] == "0", "the task beside a dead worker failed with it"
+        for future in (beside, dies):
+            workers.finished(future)
+        assert sorted(workers.free) == ["0", "1"], "a CPU slot was lost with the dead worker"
+        stuck = workers.submit(poolkit.run, {"sleep": 600, "pid_file": str(tmp_path / "pid")}, timeout=2)
+        with pytest.raises(futures.TimeoutError):
+            stuck.result(timeout=60)
+        pid = int((tmp_path / "pid").read_text())
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, \
+            "the stuck task's worker still runs"
+        workers.finished(stuck)
+        assert workers.submit(poolkit.run, {}).result(timeout=60)["pid"] != pid
     finally:
         workers.shutdown()
 

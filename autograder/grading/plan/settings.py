@@ -41,6 +41,7 @@ RUNTIME_MB = 16                   # the runtime tmpfs (connection file and socke
 PRLIMIT_FSIZE_MB = 512            # largest file a kernel may write
 PRLIMIT_NOFILE = 1024             # open files per kernel process
 REFERENCE_GRACE_S = 60           # beyond three reference runs' clocks, before a worker gives up waiting
+TASK_GRACE_S = 120                # per notebook, beyond its cap and two kernel starts, before its worker is stopped
 RECORD_BATCH = 8                  # students recorded together once that many of one assignment wait
 RECORDER_STOP_S = 30              # the recording process's time to exit once its input is closed
 

@@ -4,25 +4,30 @@ own, with nbgrader's recording overlapping the run.
 Every submission is queued behind the references from the start: a worker free before its assignment's
 reference is ready executes a submission and waits for the reference only to judge it (the engine writes each
 reference to a file, :attr:`Job.reference_file`, and sets the assignment's Event, on which such a worker
-blocks). nbgrader records them in
-batches while the rest run (:func:`recording.next_batch`). A worker that dies breaks the pool: the
-pool is replaced and the submissions on it are graded again alone (:meth:`Engine.grade_again`); a
-timeout beside other submissions is graded again alone too (:func:`rerun_alone`).
+blocks). nbgrader records them in batches while the rest run (:func:`recording.next_batch`).
+
+The pool is pebble's :class:`pebble.ProcessPool`: a worker that dies (the OOM killer, a crash) costs only the
+submission it was grading, which is graded again alone (:meth:`Engine.grade_again`), and pebble starts another
+worker; a task that runs past its bound (:func:`task_timeout`) has its worker stopped. A timeout beside other
+submissions is graded again alone too (:func:`rerun_alone`).
 """
 from __future__ import annotations
 
 import concurrent.futures as futures
 import multiprocessing
 import os
-import queue
 import shutil
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
 from pathlib import Path
+
+# pebble: a process pool that replaces a worker that died, failing only that worker's task (ProcessExpired), and
+# stops a task's process at its timeout; concurrent.futures' pool breaks for good when one worker dies
+import pebble
 
 from autograder.grading.isolate import sandbox
 from autograder.grading.judging import reference
 from autograder.grading.plan.planning import Plan
+from autograder.grading.plan.settings import KERNEL_STARTUP_S, TASK_GRACE_S
 from autograder.grading.record import recording
 from autograder.grading.report.reporting import Progress, report_references
 from autograder.grading.run import runner, worker
@@ -30,11 +35,14 @@ from autograder.grading.run.worker import Job, NotebookResult
 from autograder.grading.status import Status
 from autograder.kernel import protocol
 
+POOL_CHECK_S = 5.0   # with nothing finished for this long, the engine checks that the pool still runs
+
 
 @dataclass(frozen=True)
 class ReferenceRun:
-    """The pool computes the host's reference of ``assignment`` (``tries``: 1, or 2 after a dead worker)."""
+    """The pool computes the host's reference of ``assignment`` (``tries``: 1, or 2 after its worker died)."""
     assignment: str
+    job: Job
     tries: int = 1
 
 
@@ -54,16 +62,11 @@ class Engine:
         self.plan, self.progress = run, progress
         context = multiprocessing.get_context("forkserver")
         # imported once, in the server every worker forks from
-        context.set_forkserver_preload([worker.__name__, runner.__name__, reference.__name__])
-        self.manager = context.Manager()
-        self.cpu_slots = self.manager.Queue()
-        slots = cpu_sets(run.settings.jobs)
-        for slot in slots:
-            self.cpu_slots.put(slot)
+        context.set_forkserver_preload([worker.__name__, runner.__name__, reference.__name__, "pebble.pool.process"])
         self.unsettled = {a: sum(1 for _, b in run.tasks if b == a) for _, a in run.tasks}
         # assignment -> set once its reference is in reference_file(): a worker waiting to judge wakes then
         self.reference_events = {assignment: context.Event() for assignment in self.unsettled}
-        self.pool = Workers(run.settings.jobs, context, self.cpu_slots, slots, self.manager.Queue(),
+        self.pool = Workers(run.settings.jobs, context, cpu_sets(run.settings.jobs),
                             runner.template_env_for(run.limits), self.reference_events)
         self.results: list[NotebookResult] = []
         self.references: dict[str, reference.HostReference] = {}
@@ -73,39 +76,37 @@ class Engine:
         self.phase2 = recording.Recorder(run.settings.course, Path(run.paths.staged).parent / "phase2.log")
         self.phase2.start()   # nbgrader loads while the references run
 
-    def submit(self, work: Work, pending: dict[futures.Future, Work]) -> None:
+    def start(self, work: Work) -> futures.Future:
         if isinstance(work, ReferenceRun):
-            future = self.pool.submit(worker.reference_for, self.plan.job("", work.assignment), self.cpu_slots)
-        else:
-            future = self.pool.submit(worker.grade_submission, work.job, self.cpu_slots)
-        pending[future] = work
+            return self.pool.submit(worker.reference_for, work.job, task_timeout(work.job, waits=False))
+        return self.pool.submit(worker.grade_submission, work.job, task_timeout(work.job))
 
     def run(self) -> set[tuple[str, str]]:
         """Grade every task; returns the (student, assignment) pairs nbgrader could not record."""
+        queued: list[Work] = [ReferenceRun(a, self.plan.job("", a)) for a in sorted(self.unsettled)]
+        for student, assignment in self.plan.tasks:   # queued behind the references, judged once they are in
+            queued.append(SubmissionRun(replace(self.plan.job(student, assignment),
+                                                reference_file=self.reference_file(assignment))))
         with futures.ThreadPoolExecutor(max_workers=1) as recorder:
             self.recorder = recorder
-            pending: dict[futures.Future, Work] = {}
-            for assignment in sorted(self.unsettled):
-                self.submit(ReferenceRun(assignment), pending)
-            for student, assignment in self.plan.tasks:   # queued behind the references, judged once they are in
-                job = replace(self.plan.job(student, assignment), reference_file=self.reference_file(assignment))
-                self.submit(SubmissionRun(job), pending)
+            running: dict[futures.Future, Work] = {}
             starved, broken = [], []
-            while pending:
-                watch = set(pending) | ({self.recording} if self.recording else set())
-                done, _ = futures.wait(watch, return_when=futures.FIRST_COMPLETED)
-                for future in done:
+            while queued or running:
+                while queued and self.pool.free_slots():   # one task per CPU slot: the pool never queues
+                    work = queued.pop(0)
+                    running[self.start(work)] = work
+                for future in self.wait_any(running):
                     if future is self.recording:
                         self.record_next()
                         continue
-                    work = pending.pop(future)
+                    work = running.pop(future)
                     if isinstance(work, ReferenceRun):
-                        self.reference_ready(future, work, pending)
+                        queued[:0] = self.reference_ready(future, work)
                         continue
                     try:
                         items = self.outcome_of(future, work.job)
-                    except BrokenProcessPool:
-                        broken.append(work.job)   # on a pool whose worker died: graded again below
+                    except pebble.ProcessExpired:
+                        broken.append(work.job)   # its worker died: graded again alone, below
                         continue
                     if rerun_alone(items, self.plan.settings.jobs, len(self.plan.tasks)):
                         starved.append(work.job)   # decided below, once nothing else runs
@@ -118,22 +119,40 @@ class Engine:
                 self.record_next()
         return self.failed
 
-    def reference_ready(self, future: futures.Future, work: ReferenceRun, pending: dict) -> None:
+    def wait_any(self, running: dict[futures.Future, Work], recording: bool = True) -> set[futures.Future]:
+        """The tasks (or the recording) that have finished, their CPU slots given back. A pool that stopped
+        running (pebble's, when a worker dies while no task runs) leaves its tasks unfinished: each then ends as
+        if its worker had died, and a new pool takes the rest."""
+        watch = set(running) | ({self.recording} if self.recording and recording else set())
+        while True:
+            done, _ = futures.wait(watch, timeout=POOL_CHECK_S, return_when=futures.FIRST_COMPLETED)
+            if not done and running and not self.pool.runs():
+                for future in running:
+                    future.set_exception(pebble.ProcessExpired("the grading pool stopped"))
+                self.pool.replace()
+                continue
+            if done:
+                for future in done:
+                    self.pool.finished(future)
+                return done
+
+    def reference_ready(self, future: futures.Future, work: ReferenceRun) -> list[Work]:
         """The reference of one assignment is in (the solution run on this host, in the sandbox; cached), or
-        the stored record if that run fails: its submissions can be judged."""
+        the stored record if that run fails: its submissions can be judged. Returns the run to try again, if
+        its worker died the first time."""
         assignment = work.assignment
         try:
             self.references[assignment] = future.result()
-        except BrokenProcessPool:
-            if work.tries == 1:   # a worker died beside it: run it once more, on a new pool
-                self.submit(ReferenceRun(assignment, 2), pending)
-                return
+        except pebble.ProcessExpired:
+            if work.tries == 1:   # its worker died: run it once more
+                return [replace(work, tries=2)]
             self.references[assignment] = self.stored_reference(assignment, "its grading process died twice")
         except Exception as exc:
             self.references[assignment] = self.stored_reference(assignment, f"{type(exc).__name__}: {exc}")
         report_references({assignment: self.references[assignment]}, self.progress)
         protocol.Reference(assignment, self.references[assignment].cells).write(Path(self.reference_file(assignment)))
         self.reference_events[assignment].set()
+        return []
 
     def reference_file(self, assignment: str) -> str:
         """Where the workers read ``assignment``'s reference once its Event is set (the run's scratch folder)."""
@@ -146,18 +165,18 @@ class Engine:
     def outcome_of(self, done: futures.Future, job: Job) -> list[NotebookResult]:
         try:
             return [NotebookResult.from_dict(r) for r in done.result()]
-        except BrokenProcessPool:
+        except pebble.ProcessExpired:
             raise
+        except futures.TimeoutError:   # pebble stopped its worker
+            return job.results(Status.TIMEOUT, f"its grading process ran past {task_timeout(job):.0f} s (the "
+                                               "notebooks' caps and the wait for the reference) and was stopped")
         except Exception as exc:  # a grader fault on this submission alone
             return job.results(Status.ERROR, f"grader worker failed: {type(exc).__name__}: {exc}")
 
     def grade_again(self, broken: list[Job], starved: list[Job]) -> None:
-        """A worker died (the OOM killer, a crash): every submission still on that pool failed with it. Each
-        is graded again alone in a new pool; only one that kills its worker again is at fault. A notebook
-        that ran out of time beside other submissions may only have been starved by them: it is graded
-        again with nothing else running, and that run counts."""
-        if broken:
-            self.pool.replace()
+        """A worker died (the OOM killer, a crash) under a submission: it is graded again alone; only one
+        that kills its worker again is at fault. A notebook that ran out of time beside other submissions may
+        only have been starved by them: it is graded again with nothing else running, and that run counts."""
         for job in broken:
             self.progress.log(f"{job.student}/{job.assignment} was on a grading process that died; "
                               "grading it again alone")
@@ -175,10 +194,11 @@ class Engine:
             self.settle(job, items)
 
     def graded_alone(self, job: Job) -> list[NotebookResult]:
+        future = self.start(SubmissionRun(job))
+        self.wait_any({future: SubmissionRun(job)}, recording=False)
         try:
-            return self.outcome_of(self.pool.submit(worker.grade_submission, job, self.cpu_slots), job)
-        except BrokenProcessPool:   # it killed its worker again, alone: its own doing
-            self.pool.replace()
+            return self.outcome_of(future, job)
+        except pebble.ProcessExpired:   # it killed its worker again, alone: its own doing
             return job.results(Status.WORKER_DIED, "the grading process of this submission died twice, the "
                                                    "second time graded alone (for example killed for its memory use)")
 
@@ -213,7 +233,6 @@ class Engine:
         self.pool.shutdown()
         sandbox.release_mounts_under(Path(self.plan.paths.scratch))   # left by a worker that was killed
         shutil.rmtree(self.plan.paths.scratch, ignore_errors=True)
-        self.manager.shutdown()
         reap_children()
 
 
@@ -225,60 +244,65 @@ def rerun_alone(items: list[NotebookResult], jobs: int, graded_together: int) ->
     return jobs > 1 and graded_together > 1 and any(item.status == Status.TIMEOUT for item in items)
 
 
-class Workers:
-    """The grading processes. A worker that dies (the OOM killer, a crash) breaks a ProcessPoolExecutor
-    for good: here the pool is replaced, its surviving workers are stopped, the CPU slots of the dead
-    workers are handed out again, and the submissions that were on the broken pool are graded again, one
-    at a time. Each worker reports its pid through the pool's initializer, so no private attribute of the
-    executor is read."""
+def task_timeout(job: Job, waits: bool = True) -> float:
+    """How long one task may keep its worker before the pool stops it: for each notebook its cap, two kernel
+    starts (a warm one that fails, then a cold one) and the grader's own work; for a submission that may run
+    before its reference, the longest wait for it too (:meth:`Job.reference_wait_s`). Past that, the worker is
+    stuck, whatever the submission does: its kernel has its own clock."""
+    notebooks = max(1, len(job.notebooks))
+    return notebooks * (job.limits.timeout_s + 2 * KERNEL_STARTUP_S + TASK_GRACE_S) + (
+        job.reference_wait_s() if waits else 0.0)
 
-    def __init__(self, jobs: int, context, cpu_slots, slots: list[str], pids, template_env: dict | None = None,
+
+class Workers:
+    """The grading processes (a :class:`pebble.ProcessPool` of ``jobs`` workers forked from the forkserver, each
+    started by :func:`worker.start_worker`) and the CPU slots they run on. The engine starts a task only on a
+    free slot, hands it the slot, and takes the slot back when the task's future is done, however it ended
+    (a result, an error, its worker dead or stopped at its timeout): no slot is lost with a worker."""
+
+    def __init__(self, jobs: int, context, slots: list[str], template_env: dict | None = None,
                  reference_events: dict | None = None):
-        self.jobs, self.context, self.cpu_slots, self.slots, self.pids = jobs, context, cpu_slots, slots, pids
-        self.template_env, self.reference_events = template_env, reference_events or {}
+        self.jobs, self.context, self.free = jobs, context, list(slots)
+        self.initargs = (template_env, reference_events or {})
+        self.held: dict[futures.Future, str] = {}
         self.pool = self._new()
         self.replaced = 0
 
-    def _new(self):
-        return futures.ProcessPoolExecutor(max_workers=self.jobs, mp_context=self.context,
-                                           initializer=worker.start_worker,
-                                           initargs=(self.pids, self.template_env, self.reference_events))
+    def _new(self) -> pebble.ProcessPool:
+        return pebble.ProcessPool(max_workers=self.jobs, initializer=worker.start_worker, initargs=self.initargs,
+                                  context=self.context)
+
+    def free_slots(self) -> int:
+        return len(self.free)
+
+    def submit(self, fn, job: Job, timeout: float | None = None) -> futures.Future:
+        """Run ``fn(job, slot)`` on a free CPU slot (there must be one), stopped after ``timeout`` seconds."""
+        if not self.runs():
+            self.replace()
+        slot = self.free.pop(0)
+        future = self.pool.schedule(fn, args=(job, slot), timeout=timeout)
+        self.held[future] = slot
+        return future
+
+    def finished(self, future: futures.Future) -> None:
+        """``future`` is done: its CPU slot is free again."""
+        slot = self.held.pop(future, None)
+        if slot is not None:
+            self.free.append(slot)
+
+    def runs(self) -> bool:
+        return self.pool.active
 
     def replace(self) -> None:
-        import psutil
-
+        """A new pool, for one that stopped running (its tasks are given up by the engine)."""
         self.replaced += 1
-        registered = set(_drain(self.pids))
-        survivors = [p for p in psutil.Process().children(recursive=True) if p.pid in registered]   # no pid reused
-        self.pool.shutdown(wait=False, cancel_futures=True)
-        for process in survivors:   # a survivor may wait forever on a lock the dead worker held
-            try:
-                process.kill()
-            except psutil.Error:  # already gone
-                pass
-        _drain(self.cpu_slots)   # the dead workers never gave their slots back
-        for slot in self.slots:
-            self.cpu_slots.put(slot)
+        self.pool.stop()
+        self.pool.join()
         self.pool = self._new()
 
-    def submit(self, fn, *args) -> futures.Future:
-        try:
-            return self.pool.submit(fn, *args)
-        except BrokenProcessPool:
-            self.replace()
-            return self.pool.submit(fn, *args)
-
     def shutdown(self) -> None:
-        self.pool.shutdown()
-
-
-def _drain(shared) -> list:
-    found = []
-    while True:
-        try:
-            found.append(shared.get_nowait())
-        except queue.Empty:
-            return found
+        self.pool.close()
+        self.pool.join()
 
 
 def reap_children() -> None:

@@ -66,10 +66,13 @@ class Job:
         if self.reference or not self.reference_file:
             return self.reference
         ready = _reference_ready.get(self.assignment)
-        bound = 3 * self.limits.timeout_s * max(1, len(self.notebooks)) + REFERENCE_GRACE_S
-        if ready is None or not ready.wait(bound):
+        if ready is None or not ready.wait(self.reference_wait_s()):
             return {}
         return protocol.Reference.read(Path(self.reference_file)).cells
+
+    def reference_wait_s(self) -> float:
+        """The longest wait for the reference: its run's clocks, three times (a second try after its worker died)."""
+        return 3 * self.limits.timeout_s * max(1, len(self.notebooks)) + REFERENCE_GRACE_S
 
     def results(self, status: Status, reason: str) -> list[NotebookResult]:
         """The same status for every notebook of this job."""
@@ -77,40 +80,31 @@ class Job:
                                reason=reason[:300]) for name, max_score in self.notebooks.items()]
 
 
-def _on_slot(job: Job, cpu_slots) -> tuple[Limits, str | None]:
-    slot = cpu_slots.get() if cpu_slots is not None else None
-    return (dataclasses.replace(job.limits, cpus=slot) if slot is not None else job.limits), slot
+def _on_slot(job: Job, slot: str | None) -> Limits:
+    """The job's limits on CPU slot ``slot`` (a taskset list the engine gave this task; None: unpinned)."""
+    return dataclasses.replace(job.limits, cpus=slot) if slot is not None else job.limits
 
 
-def grade_submission(job: Job, cpu_slots=None) -> list[dict]:
-    """Check, rebuild, execute and judge one student's assignment on a CPU slot of its own; stage the
-    executed notebooks. Never raises."""
-    limits, slot = _on_slot(job, cpu_slots)
-    try:
-        source_dir = Path(job.paths.submitted) / job.student / job.assignment
-        try:   # root never follows a link a student planted: the folder must be a real one
-            collect.check_folder(source_dir, Path(job.paths.submitted))
-            present, refusal = collect.regular_notebooks(source_dir), None
-        except SubmissionError as exc:
-            present, refusal = [], exc
-        return [grade_notebook(job, name, limits, present, refusal).to_dict() for name in job.notebooks]
-    finally:
-        if slot is not None:
-            cpu_slots.put(slot)
+def grade_submission(job: Job, slot: str | None = None) -> list[dict]:
+    """Check, rebuild, execute and judge one student's assignment on CPU slot ``slot``; stage the executed
+    notebooks. Never raises."""
+    limits = _on_slot(job, slot)
+    source_dir = Path(job.paths.submitted) / job.student / job.assignment
+    try:   # root never follows a link a student planted: the folder must be a real one
+        collect.check_folder(source_dir, Path(job.paths.submitted))
+        present, refusal = collect.regular_notebooks(source_dir), None
+    except SubmissionError as exc:
+        present, refusal = [], exc
+    return [grade_notebook(job, name, limits, present, refusal).to_dict() for name in job.notebooks]
 
 
-def reference_for(job: Job, cpu_slots=None):
+def reference_for(job: Job, slot: str | None = None):
     """The host's reference of one assignment (a :class:`reference.HostReference`; ``job.student`` unused),
-    computed in a worker on its own CPU slot, as a student's run is."""
+    computed in a worker on CPU slot ``slot``, as a student's run is."""
     from autograder.grading.judging import reference
 
-    limits, slot = _on_slot(job, cpu_slots)
-    try:
-        return reference.host_reference(Path(job.paths.source), job.assignment, list(job.notebooks), limits,
-                                        Path(job.paths.scratch), Path(job.paths.grading))
-    finally:
-        if slot is not None:
-            cpu_slots.put(slot)
+    return reference.host_reference(Path(job.paths.source), job.assignment, list(job.notebooks),
+                                    _on_slot(job, slot), Path(job.paths.scratch), Path(job.paths.grading))
 
 
 def grade_notebook(job: Job, name: str, limits: Limits, present: list[str],
@@ -185,22 +179,21 @@ def expect_references(events: dict) -> None:
     _reference_ready.update(events)
 
 
-def start_worker(pids, template_env: dict | None, reference_events: dict) -> None:
-    """A worker's initializer (``ProcessPoolExecutor``'s public hook): it tells the engine its pid, takes the
-    Events that say a reference is ready (:func:`expect_references`), and starts its warm template, which
-    imports while the first reference run goes on in another worker. It lives here, with what the forkserver
-    preloads: in the engine's module, unpickling it imported the engine, the
-    recorder's side and nbgrader into every worker, 1.4 s before its template could start.
+def start_worker(template_env: dict | None, reference_events: dict) -> None:
+    """A worker's initializer (the pool's public hook, run in each worker it starts, a replacement too): it
+    takes the Events that say a reference is ready (:func:`expect_references`) and starts its warm template,
+    which imports while the first reference run goes on in another worker. It lives here, with what the
+    forkserver preloads: in the engine's module, unpickling it imported the engine, the recorder's side and
+    nbgrader into every worker, 1.4 s before its template could start.
 
     A worker dies with the forkserver it was forked from, which ends when the grading command does: a grading
     command that is killed (a cancelled Slurm task, the OOM killer) would otherwise leave its workers waiting
-    on their call queue for ever, each with its template."""
+    on their task channel for ever, each with its template."""
     from autograder.warm.isolate import die_with_parent
 
     die_with_parent()
     if os.getppid() == 1:   # the forkserver ended before the signal was set
         os._exit(1)
-    pids.put(os.getpid())
     expect_references(reference_events)
     if template_env is not None:
         from autograder.warm import pool
