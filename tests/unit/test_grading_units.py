@@ -340,6 +340,34 @@ def test_a_dead_worker_costs_only_its_own_task_and_a_stuck_one_is_stopped(tmp_pa
         workers.shutdown()
 
 
+def test_tasks_on_a_pool_that_stopped_end_as_if_their_worker_died(monkeypatch):
+    """pebble stops a pool whose worker dies while no task runs, and its unfinished tasks would never end: the
+    engine ends each as a dead worker's (graded again alone) and starts a new pool."""
+    import concurrent.futures as futures
+
+    import pebble
+
+    class Stopped:
+        replaced = 0
+
+        def runs(self):
+            return self.replaced > 0
+
+        def replace(self):
+            self.replaced += 1
+
+        def finished(self, future):
+            pass
+
+    monkeypatch.setattr(engine, "POOL_CHECK_S", 0.05)
+    fake = object.__new__(engine.Engine)
+    fake.pool, fake.recording = Stopped(), None
+    stuck = futures.Future()
+    stuck.set_running_or_notify_cancel()
+    assert fake.wait_any({stuck: None}) == {stuck}
+    assert isinstance(stuck.exception(), pebble.ProcessExpired) and fake.pool.replaced == 1
+
+
 def test_the_reference_key_does_not_import_torch():
     """A grading worker computes the key of each reference: importing torch for it cost 1.4 s each."""
     import subprocess

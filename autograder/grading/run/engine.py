@@ -128,7 +128,8 @@ class Engine:
             done, _ = futures.wait(watch, timeout=POOL_CHECK_S, return_when=futures.FIRST_COMPLETED)
             if not done and running and not self.pool.runs():
                 for future in running:
-                    future.set_exception(pebble.ProcessExpired("the grading pool stopped"))
+                    if not future.done():
+                        future.set_exception(pebble.ProcessExpired("the grading pool stopped"))
                 self.pool.replace()
                 continue
             if done:
