@@ -46,7 +46,7 @@ MARKERS = tuple(marker.lstrip("# ") for marker in protocol.MARKERS)
 MIN_SECRET_LINE = 10
 # this many consecutive lines of a solution or hidden test are a copy, however generic each line is
 WINDOW = 4
-# checks.py looks the reference file up on the instructor's side, so the kernel package may name it
+# the kernel package names the reference file (protocol.py; hidden.py looks it up on the instructor's side)
 NAME_ALLOWED = "autograder/kernel/"
 MIN_LABEL = 16
 # the course's editable install resolves `autograder.<anything>` to the course; switched off in the copy
