@@ -325,7 +325,9 @@ class Service:
         pid_file = self.work.parent / GRADING_PID
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 start_new_session=True, preexec_fn=die_with_parent)
-        pid_file.write_text(str(proc.pid))
+        partial = pid_file.with_name(pid_file.name + ".partial")
+        partial.write_text(str(proc.pid))
+        partial.replace(pid_file)
         try:
             stdout, stderr = proc.communicate()
         finally:   # this service stopped (SIGINT from the hub): so does the run

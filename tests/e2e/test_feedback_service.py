@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 import nbformat
+import psutil
 
 from autograder import course
 from autograder.kernel import protocol
@@ -99,12 +100,23 @@ def wait_until(condition, what: str, log: Path) -> None:
         time.sleep(0.1)
 
 
-def group_alive(pgid: int) -> bool:
+def read_pid(path: Path) -> int | None:
     try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+        return int(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def group(pgid: int | None) -> list[psutil.Process]:
+    """The processes of process group ``pgid``."""
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if os.getpgid(process.pid) == pgid:
+                found.append(process)
+        except (ProcessLookupError, psutil.NoSuchProcess):
+            pass
+    return found
 
 
 def test_feedback_on_submit(tmp_path):
@@ -184,20 +196,23 @@ def test_feedback_on_submit(tmp_path):
     try:
         wait_until(lambda: sorted(queue_states(root).get(i, ("",))[0] for i in queued) == ["grading", "waiting"],
                    "one submission grading, one waiting", logs[0])
-        time.sleep(1.0)   # into the grading command's run
+        pid_file = root / STATE_DIR / GRADING_PID
+        wait_until(lambda: len(group(read_pid(pid_file))) >= 3,
+                   "the grading command and its worker processes", logs[0])
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
-    pgid = int((root / STATE_DIR / GRADING_PID).read_text())   # the killed run's, left for the next start
+    pgid = read_pid(pid_file)   # the killed run's, left for the next start
     proc = start_service(root, exchange, logs[1])
     try:
+        wait_until(lambda: read_pid(pid_file) not in (None, pgid), "a new run", logs[1])
+        assert not group(pgid), "a process of the killed service's grading run is alive beside the new run"
         wait_until(lambda: all(queue_states(root)[i][0] == "done" for i in queued), "both graded", logs[1])
     finally:
         proc.send_signal(signal.SIGINT)   # as the hub stops it
         proc.wait(timeout=60)
-    assert not group_alive(pgid), "a process of the killed service's grading run outlived the restart"
     assert {i: queue_states(root)[i] for i in queued} == {i: ("done", "graded") for i in queued}
     killed, restarted = (log.read_text() for log in logs)
     for inbound in queued:   # released once: by the restarted service, not by the killed one
