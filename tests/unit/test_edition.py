@@ -198,3 +198,16 @@ def test_an_unknown_lesson_is_exit_status_1_with_the_known_ones(tmp_path, capsys
     err = capsys.readouterr().err
     assert err.startswith("student edition: unknown lesson(s): 99_nothing; known: 01_")
     assert not (tmp_path / "dest").exists()
+
+
+def test_a_release_with_a_hidden_client_left_in_a_test_cell_is_refused():
+    """A test cell that still imports or builds the hidden-observation client (the form lessons use since
+    kernel/hidden.py) stops the build, even without an observe call."""
+    from autograder.edition.contents import check_release
+
+    cell = nbformat.v4.new_code_cell("from autograder.kernel.hidden import HiddenTests\n"
+                                     "hidden = HiddenTests('01_tensors_and_views', 'test_x')\n")
+    cell.metadata["nbgrader"] = {"grade": True, "solution": False, "locked": True, "points": 1,
+                                 "grade_id": "test_x"}
+    with pytest.raises(EditionError, match="still holds hidden checks"):
+        check_release("01_tensors_and_views", nbformat.v4.new_notebook(cells=[cell]))
