@@ -108,13 +108,13 @@ def read_pid(path: Path) -> int | None:
 
 
 def group(pgid: int | None) -> list[psutil.Process]:
-    """The processes of process group ``pgid``."""
+    """The processes of process group ``pgid`` that run (not zombies, which wait only for init to reap them)."""
     found = []
-    for process in psutil.process_iter():
+    for process in psutil.process_iter(["status"]):
         try:
-            if os.getpgid(process.pid) == pgid:
+            if process.info["status"] != psutil.STATUS_ZOMBIE and os.getpgid(process.pid) == pgid:
                 found.append(process)
-        except (ProcessLookupError, psutil.NoSuchProcess):
+        except (ProcessLookupError, psutil.Error):
             pass
     return found
 
