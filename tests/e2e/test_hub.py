@@ -7,17 +7,22 @@ One hub, started by ``make hub`` on free ports in a temporary folder, with lesso
 1. a student logs in, opens JupyterLab, and in nbgrader's Assignments tab (Nbgrader > Assignment List)
    fetches lesson 01;
 2. the student's notebook gets a wrong answer that passes the visible checks (the lesson's pitfall for a
-   hidden check), and the student presses Submit in the same tab;
-3. the feedback service grades it (the hub started it; the test only watches its queue), the student presses
-   Fetch Feedback, follows "(view feedback)" and opens the page in JupyterLab: it names the failed hidden
-   check's hint ("Hint:") and none of its inputs (labels);
+   hidden check), and the student presses Submit in the same tab; right after, the other student (as that
+   Unix user, with ``nbgrader submit``) submits a notebook whose cell floods its output, with a symbolic link
+   to the course's gradebook beside it in the inbound folder;
+3. the feedback service (the hub started it; the test watches its queue) is killed with SIGKILL while it
+   grades the first submission: the hub starts it again, the new service ends what was left of the killed
+   run, and grades both submissions, each once: the flood ends ``output-limit``, the link is neither followed
+   nor copied. The student presses Fetch Feedback, follows "(view feedback)" and opens the page in
+   JupyterLab: it names the failed hidden check's hint ("Hint:") and none of its inputs (labels);
 4. the instructor logs in on the same hub and opens the formgrader on a page of its own
    (``/user/pte-instructor/formgrader``): JupyterHub >= 4.1 sends ``frame-ancestors 'none'`` with every
    single-user page, so the formgrader cannot be framed inside JupyterLab (nbgrader #1870, #1910, #1919);
    the test sees Chromium refuse the framed formgrader (Nbgrader > Formgrader), checks that header, then opens
-   the formgrader's own page: lesson 01 is listed as released, and Collect brings in the student's submission
-   through the exchange (# Submissions 1). Before that, ``nbgrader release_feedback`` run as the instructor
-   replaces the service's page in the exchange: the two can share it (groupshared; deploy/jupyterhub/README.md).
+   the formgrader's own page: lesson 01 is listed as released, and Collect brings in the students'
+   submissions through the exchange (# Submissions 2). Before that, ``nbgrader release_feedback`` run as the
+   instructor replaces the service's page in the exchange: the two can share it (groupshared;
+   deploy/jupyterhub/README.md).
 
 Screenshots of the student's feedback and the instructor's formgrader (framed and refused, then on its own
 page), and the hub's log, go to ``$PTE_SCREENSHOTS`` (default: a fresh temporary folder, named in the test's
@@ -54,7 +59,7 @@ from autograder.kernel import protocol
 import coursekit as kit
 
 LESSON = "01_tensors_and_views"
-STUDENT, INSTRUCTOR, PASSWORD = "pte-ann", "pte-instructor", "pte-demo"
+STUDENT, OTHER, INSTRUCTOR, PASSWORD = "pte-ann", "pte-bob", "pte-instructor", "pte-demo"
 START_TIMEOUT_S = 300     # make hub-deps done: users, course copy, release, hub, proxy, service
 SPAWN_TIMEOUT_S = 180     # a user's JupyterLab up and its page loaded
 GRADE_TIMEOUT_S = 600     # from Submit to the service's feedback released
@@ -204,6 +209,25 @@ def queue_rows(state: Path, student: str) -> list[tuple[str, str, str]]:
         con.close()
 
 
+def read_pid(path: Path) -> int | None:
+    try:
+        return int(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def running_in_group(pgid: int | None) -> list[psutil.Process]:
+    """The processes of process group ``pgid`` that run (not zombies, which wait only for init to reap them)."""
+    found = []
+    for process in psutil.process_iter(["status"]):
+        try:
+            if process.info["status"] != psutil.STATUS_ZOMBIE and os.getpgid(process.pid) == pgid:
+                found.append(process)
+        except (ProcessLookupError, psutil.Error):
+            pass
+    return found
+
+
 def wrong_answer(state: Path) -> nbformat.NotebookNode:
     """The release with every answer right but one: a pitfall that passes the visible checks of its
     exercise and fails a hidden one."""
@@ -212,6 +236,72 @@ def wrong_answer(state: Path) -> nbformat.NotebookNode:
     release = nbformat.read(course / "notebooks" / LESSON / f"{LESSON}.ipynb", as_version=4)
     wrong = next(iter(kit.load_pitfall_module(LESSON).HIDDEN_ONLY["independent_copy"].values()))
     return kit.fill_answers(release, solution, {"independent_copy": wrong})
+
+
+FLOOD = ("def linear_forward(x, weight, bias):\n    import sys\n    chunk = 'x' * 5_000_000\n"
+         "    while True:\n        sys.stdout.write(chunk)\n")
+
+
+def run_as(state: Path, user: str, *args: str, cwd: Path) -> None:
+    """nbgrader as the Unix user ``user``, a student, with their home and their server's config."""
+    settings = json.loads((state / "hub.json").read_text())
+    entry = pwd.getpwnam(user)
+    env = dict(os.environ, HOME=str(state / "home" / user), OMP_NUM_THREADS="1",
+               JUPYTER_CONFIG_PATH=settings["config_dirs"]["students"])
+    done = subprocess.run([settings["users_python"], "-m", "nbgrader", *args, "--log-level=ERROR"], cwd=cwd,
+                          env=env, user=entry.pw_uid, group=entry.pw_gid, extra_groups=[], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, f"nbgrader {' '.join(args)} as {user} failed:\n{done.stdout}{done.stderr}"
+
+
+def malicious_submission(state: Path) -> None:
+    """The other student submits a notebook whose cell floods its output, and puts a symbolic link to the
+    course's gradebook beside it in the inbound folder (they may write there)."""
+    home, entry = state / "home" / OTHER, pwd.getpwnam(OTHER)
+    run_as(state, OTHER, "fetch_assignment", LESSON, cwd=home)
+    course = state / "course"
+    solution = nbformat.read(course / "solutions" / LESSON / f"{LESSON}.ipynb", as_version=4)
+    release = nbformat.read(course / "notebooks" / LESSON / f"{LESSON}.ipynb", as_version=4)
+    notebook = home / LESSON / f"{LESSON}.ipynb"
+    nbformat.write(kit.fill_answers(release, solution, {"linear_forward": FLOOD}), notebook)
+    os.chown(notebook, entry.pw_uid, entry.pw_gid)
+    run_as(state, OTHER, "submit", LESSON, cwd=home)
+    [inbound] = [p for p in (state / "exchange" / "pytorch-essentials" / "inbound").iterdir()
+                 if p.name.startswith(f"{OTHER}+")]
+    link = inbound / "gradebook.db"
+    link.symlink_to(course / "gradebook.db")
+    os.lchown(link, entry.pw_uid, entry.pw_gid)
+
+
+def service_process(hub) -> psutil.Process | None:
+    """The feedback service's process, a child of the hub."""
+    for process in family(hub["proc"].pid):
+        try:
+            if "autograder.service" in process.cmdline():
+                return process
+        except psutil.NoSuchProcess:
+            pass
+    return None
+
+
+def kill_the_service_while_grading(hub, state: Path) -> int:
+    """SIGKILL the service once the student's submission is being graded; the hub starts it again. The process
+    group of the killed service's grading run, which the new service must end."""
+    pid_file = state / "course" / ".grading" / "feedback-service" / "grading.pid"
+    deadline = time.monotonic() + GRADE_TIMEOUT_S
+    while not (any(row[0] == "grading" for row in queue_rows(state, STUDENT))
+               and len(running_in_group(read_pid(pid_file))) >= 3):   # the run's worker processes have started
+        assert time.monotonic() < deadline, f"not graded: {queue_rows(state, STUDENT)}"
+        time.sleep(0.1)
+    pgid = read_pid(pid_file)
+    killed = service_process(hub)
+    hub["seen"].update(family(killed.pid))
+    killed.kill()
+    killed.wait(timeout=30)
+    while (restarted := service_process(hub)) is None or restarted.pid == killed.pid:
+        assert time.monotonic() < deadline, "the hub did not start the service again"
+        time.sleep(POLL_S)
+    return pgid
 
 
 def release_as_instructor(state: Path) -> None:
@@ -231,9 +321,12 @@ def release_as_instructor(state: Path) -> None:
                           user=instructor.pw_uid, group=instructor.pw_gid, extra_groups=[],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, f"the instructor's release_feedback failed:\n{done.stdout}{done.stderr}"
-    pages = list((state / "exchange" / "pytorch-essentials" / "feedback").glob("*.html"))
-    assert pages and all(pwd.getpwuid(p.stat().st_uid).pw_name == INSTRUCTOR for p in pages), \
-        [(p.name, pwd.getpwuid(p.stat().st_uid).pw_name) for p in pages]
+    from nbgrader.utils import notebook_hash
+
+    secret = (service_feedback / "submission_secret.txt").read_text()
+    name = notebook_hash(secret=secret, notebook_id=LESSON)   # the student's page, as fetch_feedback finds it
+    page = state / "exchange" / "pytorch-essentials" / "feedback" / f"{name}.html"
+    assert pwd.getpwuid(page.stat().st_uid).pw_name == INSTRUCTOR, pwd.getpwuid(page.stat().st_uid).pw_name
 
 
 def test_student_feedback_and_instructor_formgrader(hub, browser, shots):
@@ -268,15 +361,36 @@ def test_student_feedback_and_instructor_formgrader(hub, browser, shots):
     inbound = [p.name for p in (state / "exchange" / "pytorch-essentials" / "inbound").iterdir()]
     assert any(name.startswith(f"{STUDENT}+{LESSON}+") for name in inbound), inbound
 
-    # 3. the service grades it; Fetch Feedback; (view feedback); the page in JupyterLab
+    if owner == STUDENT:   # the other student's own Unix user submits (the exchange's real permissions)
+        malicious_submission(state)
+
+    # 3. the service, killed while it grades, started again by the hub, grades both once; Fetch Feedback; (view
+    # feedback); the page in JupyterLab
+    pgid = kill_the_service_while_grading(hub, state)
     deadline = submitted + GRADE_TIMEOUT_S
-    while not any(row[0] == "done" for row in queue_rows(state, STUDENT)):
+    students = [STUDENT, OTHER] if owner == STUDENT else [STUDENT]
+    while not all(queue_rows(state, s) and all(row[0] == "done" for row in queue_rows(state, s)) for s in students):
         assert time.monotonic() < deadline, (f"no feedback {GRADE_TIMEOUT_S} s after Submit; queue: "
-                                             f"{queue_rows(state, STUDENT)}\n{hub['log'].read_text()[-5000:]}")
+                                             f"{[queue_rows(state, s) for s in students]}\n"
+                                             f"{hub['log'].read_text()[-5000:]}")
         time.sleep(POLL_S)
+    log_text = hub["log"].read_text()
+    assert "Service pte-feedback exited with status -9" in log_text, log_text[-5000:]   # the hub restarted it
+    assert not running_in_group(pgid), "a process of the killed service's grading run outlived the restart"
+    for student in students:   # each submission queued once, graded once, its feedback released once
+        assert len(queue_rows(state, student)) == 1, queue_rows(state, student)
+        assert len(re.findall(rf"pte-feedback {student}/{LESSON} \(", log_text)) == 1, log_text[-5000:]
+    if owner == STUDENT:
+        [bob] = queue_rows(state, OTHER)
+        assert bob[1] == "output-limit", bob
+        copied = state / "course" / ".grading" / "feedback-service" / "course" / "submitted" / OTHER / LESSON
+        assert sorted(p.name for p in copied.iterdir()) == [f"{LESSON}.ipynb", "submission_secret.txt",
+                                                               "timestamp.txt"]
+        assert not any(p.is_symlink() for p in copied.iterdir())
     [row] = [row for row in queue_rows(state, STUDENT) if row[0] == "done"]
     assert row[1] == "graded", row
-    timings["Submit until the service released feedback"] = time.monotonic() - submitted
+    timings["Submit until the service released feedback (killed and started again meanwhile)"] = \
+        time.monotonic() - submitted
     page.click("#refresh_assignments_list")
     page.locator("#submitted_assignments_list button", has_text="Fetch Feedback").first.click()
     view = page.locator("#submitted_assignments_list a", has_text="view feedback").first
@@ -335,7 +449,7 @@ def test_student_feedback_and_instructor_formgrader(hub, browser, shots):
     page.locator("#success-modal").wait_for(state="detached")
     submissions = page.locator("table tbody tr", has_text=LESSON).first.locator("td").nth(8)
     deadline = time.monotonic() + UI_TIMEOUT_S
-    while submissions.inner_text().strip() != "1":
+    while submissions.inner_text().strip() != str(len(students)):
         assert time.monotonic() < deadline, f"# Submissions after Collect: {submissions.inner_text()!r}"
         page.wait_for_timeout(POLL_S * 1000)
     page.screenshot(path=str(shots / "hub-instructor-formgrader.png"), full_page=True)
