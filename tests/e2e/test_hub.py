@@ -48,6 +48,7 @@ import subprocess
 import tempfile
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import nbformat
@@ -254,9 +255,8 @@ def run_as(state: Path, user: str, *args: str, cwd: Path) -> None:
     assert done.returncode == 0, f"nbgrader {' '.join(args)} as {user} failed:\n{done.stdout}{done.stderr}"
 
 
-def malicious_submission(state: Path) -> None:
-    """The other student submits a notebook whose cell floods its output, and puts a symbolic link to the
-    course's gradebook beside it in the inbound folder (they may write there)."""
+def fetch_as_other(state: Path) -> None:
+    """The other student fetches the lesson and writes an answer whose cell floods its output."""
     home, entry = state / "home" / OTHER, pwd.getpwnam(OTHER)
     run_as(state, OTHER, "fetch_assignment", LESSON, cwd=home)
     course = state / "course"
@@ -265,11 +265,17 @@ def malicious_submission(state: Path) -> None:
     notebook = home / LESSON / f"{LESSON}.ipynb"
     nbformat.write(kit.fill_answers(release, solution, {"linear_forward": FLOOD}), notebook)
     os.chown(notebook, entry.pw_uid, entry.pw_gid)
+
+
+def submit_as_other(state: Path) -> None:
+    """The other student submits it, and puts a symbolic link to the course's gradebook beside it in the inbound
+    folder (they may write there)."""
+    home, entry = state / "home" / OTHER, pwd.getpwnam(OTHER)
     run_as(state, OTHER, "submit", LESSON, cwd=home)
     [inbound] = [p for p in (state / "exchange" / "pytorch-essentials" / "inbound").iterdir()
                  if p.name.startswith(f"{OTHER}+")]
     link = inbound / "gradebook.db"
-    link.symlink_to(course / "gradebook.db")
+    link.symlink_to(state / "course" / "gradebook.db")
     os.lchown(link, entry.pw_uid, entry.pw_gid)
 
 
@@ -285,12 +291,12 @@ def service_process(hub) -> psutil.Process | None:
 
 
 def kill_the_service_while_grading(hub, state: Path) -> int:
-    """SIGKILL the service once the student's submission is being graded; the hub starts it again. The process
-    group of the killed service's grading run, which the new service must end."""
+    """SIGKILL the service once the grading command runs for the student's submission; the hub starts it again.
+    The process group of the killed service's grading run, which the new service must end (the end-to-end test
+    of the service kills it later, when that run has worker processes)."""
     pid_file = state / "course" / ".grading" / "feedback-service" / "grading.pid"
     deadline = time.monotonic() + GRADE_TIMEOUT_S
-    while not (any(row[0] == "grading" for row in queue_rows(state, STUDENT))
-               and len(running_in_group(read_pid(pid_file))) >= 3):   # the run's worker processes have started
+    while not (any(row[0] == "grading" for row in queue_rows(state, STUDENT)) and read_pid(pid_file)):
         assert time.monotonic() < deadline, f"not graded: {queue_rows(state, STUDENT)}"
         time.sleep(0.1)
     pgid = read_pid(pid_file)
@@ -333,6 +339,11 @@ def test_student_feedback_and_instructor_formgrader(hub, browser, shots):
     state = hub["state"]
     timings = {"hub start (make hub, after make hub-deps)": hub["start_s"]}
 
+    # the other student's Unix user fetches and answers meanwhile (one Unix user per hub user only)
+    other = json.loads((state / "hub.json").read_text())["own_unix_users"]
+    helper = ThreadPoolExecutor(max_workers=1)
+    fetched = helper.submit(fetch_as_other, state) if other else None
+
     # 1. the student: log in, Assignments tab, Fetch
     started = time.monotonic()
     context, page = log_in(browser, hub, STUDENT)
@@ -361,14 +372,16 @@ def test_student_feedback_and_instructor_formgrader(hub, browser, shots):
     inbound = [p.name for p in (state / "exchange" / "pytorch-essentials" / "inbound").iterdir()]
     assert any(name.startswith(f"{STUDENT}+{LESSON}+") for name in inbound), inbound
 
-    if owner == STUDENT:   # the other student's own Unix user submits (the exchange's real permissions)
-        malicious_submission(state)
+    if other:   # the other student's own Unix user submits (the exchange's real permissions)
+        fetched.result()
+        helper.shutdown()
+        submit_as_other(state)
 
     # 3. the service, killed while it grades, started again by the hub, grades both once; Fetch Feedback; (view
     # feedback); the page in JupyterLab
     pgid = kill_the_service_while_grading(hub, state)
     deadline = submitted + GRADE_TIMEOUT_S
-    students = [STUDENT, OTHER] if owner == STUDENT else [STUDENT]
+    students = [STUDENT, OTHER] if other else [STUDENT]
     while not all(queue_rows(state, s) and all(row[0] == "done" for row in queue_rows(state, s)) for s in students):
         assert time.monotonic() < deadline, (f"no feedback {GRADE_TIMEOUT_S} s after Submit; queue: "
                                              f"{[queue_rows(state, s) for s in students]}\n"
@@ -380,7 +393,7 @@ def test_student_feedback_and_instructor_formgrader(hub, browser, shots):
     for student in students:   # each submission queued once, graded once, its feedback released once
         assert len(queue_rows(state, student)) == 1, queue_rows(state, student)
         assert len(re.findall(rf"pte-feedback {student}/{LESSON} \(", log_text)) == 1, log_text[-5000:]
-    if owner == STUDENT:
+    if other:
         [bob] = queue_rows(state, OTHER)
         assert bob[1] == "output-limit", bob
         copied = state / "course" / ".grading" / "feedback-service" / "course" / "submitted" / OTHER / LESSON
