@@ -84,14 +84,16 @@ class HiddenTests:
         except _obs.TooLarge as exc:
             encoded = {"type": "too-large", "reason": str(exc)}
         if self.recording:
-            entry = {"test": self.test, "index": index, "label": label, "value": encoded,
-                     "atol": atol, "rtol": rtol, "hint": hint}
+            from autograder.kernel.messages import Observation
+
+            entry = Observation(test=self.test, index=index, label=label, value=encoded, atol=atol, rtol=rtol,
+                                hint=hint)
             try:
-                _obs.to_json(entry)
+                _obs.to_json(entry.display_data()[_obs.MIME])
             except (_obs.TooLarge, ValueError) as exc:
-                entry["value"] = {"type": "too-large", "reason": str(exc)}
+                entry.value = {"type": "too-large", "reason": str(exc)}
             from IPython.display import display
-            display({_obs.MIME: entry}, raw=True)
+            display(entry.display_data(), raw=True)
             return
         if index >= len(self.reference):
             raise CheckFailed(f"{self.test}: more hidden observations than the reference holds: "

@@ -108,3 +108,24 @@ def test_the_reference_is_found_where_each_instructor_tool_runs(monkeypatch, tmp
     assert _find_reference(LESSON) is None
     monkeypatch.setenv("PTE_REFERENCE_ROOT", str(tmp_path / "course"))   # a course folder named outright
     assert _find_reference(LESSON) == in_solutions / protocol.REFERENCE_FILE
+
+
+def test_what_a_grading_kernel_publishes_is_the_typed_observation_message(monkeypatch, tmp_path):
+    """Each published bundle reads back as messages.Observation (kind, version and field types checked), and
+    hidden.py builds it as one: no display of a bundle it put together by hand."""
+    import ast
+    from pathlib import Path
+
+    from autograder.kernel import hidden as hidden_module
+    from autograder.kernel.messages import Observation
+
+    monkeypatch.chdir(tmp_path)
+    payloads = _record(monkeypatch, _solution)
+    read = [Observation.from_display(observations.MIME, payload) for payload in payloads]
+    assert [(o.test, o.index, o.label) for o in read] == [("test_scale", 0, "scale(ones(2), 3)"),
+                                                         ("test_scale", 1, "count")]
+    tree = ast.parse(Path(hidden_module.__file__).read_text())
+    by_hand = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Call)
+               and getattr(node.func, "id", getattr(node.func, "attr", "")) == "display"
+               and node.args and isinstance(node.args[0], ast.Dict)]
+    assert by_hand == [], f"hidden.py displays a hand-built bundle at lines {by_hand}"
