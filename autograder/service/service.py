@@ -253,7 +253,7 @@ class Service:
     def gradebook_has(self, assignment: str) -> bool:
         from nbgrader.api import Gradebook, MissingEntry
 
-        with Gradebook(self.db_url(), self.course_id) as gb:
+        with Gradebook(self.db_url(), load_coursedir(self.work).course_id) as gb:   # the id nbgrader records
             try:
                 gb.find_assignment(assignment)
             except MissingEntry:
