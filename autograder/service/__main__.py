@@ -9,7 +9,8 @@ from pathlib import Path
 
 from autograder.grading.plan.planning import load_coursedir
 
-from .service import PTEFeedback, Service
+from .service import Service
+from .settings import PTEFeedback
 
 
 def interrupt(signum, frame):

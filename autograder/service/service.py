@@ -24,29 +24,23 @@ One loop, one batch at a time (the grading command inside uses every core it is 
 A submission inside its cooldown or past a cap gets a short feedback page at once that says when it will be
 graded, or why it will not; it is replaced by the graded one when that comes.
 
-The grading command runs in a process group of its own that dies with the service (``PR_SET_PDEATHSIG``); a
-service that was killed leaves the group's id in ``grading.pid``, and the next start ends what is left of that
-run before it grades the interrupted batch again, so two runs never write the same folder.
+The grading command runs in a process group of its own that dies with the service (``PR_SET_PDEATHSIG``,
+:mod:`.processes`); a service that was killed leaves the group's id in ``grading.pid``, and the next start ends
+what is left of that run before it grades the interrupted batch again, so two runs never write the same folder.
 """
 from __future__ import annotations
 
-import csv
-import ctypes
 import html
 import json
 import logging
 import os
 import pwd
 import shutil
-import signal
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from traitlets import Bool, Float, Integer, List, Unicode
-from traitlets.config import Configurable
 
 from autograder.grading.intake import collect
 from autograder.grading.judging.reference import CACHE_DIR
@@ -55,47 +49,16 @@ from autograder.grading.plan.settings import MAX_NOTEBOOK_BYTES, MAX_TIMESTAMP_B
 
 from ..course import nbgrader_cmd
 from ..grading.status import SubmissionError
+from .processes import die_with_parent, end_group
 from .queue import Entry, Limits, Queue
+from .settings import PTEFeedback
+from .workfolder import merge_csv_row, service_config
 
 log = logging.getLogger("pte-feedback")
 STATE_DIR = ".grading/feedback-service"
 SECRET = "submission_secret.txt"
 MAX_SECRET_BYTES = 1024
-TEMPLATES = Path(__file__).resolve().parent / "templates"
 GRADING_PID = "grading.pid"
-PR_SET_PDEATHSIG = 1
-CONFIG_HEADER = ("# Written by the feedback service (autograder/service/service.py) before each grading run, and\n"
-                 "# written again at the next: the course's own settings, then the service's.\n")
-
-
-class PTEFeedback(Configurable):
-    """Feedback on submit, set in the course's ``nbgrader_config.py`` (``c.PTEFeedback.<name>``)."""
-
-    assignments = List(Unicode(), default_value=[],
-                       help="assignments graded on submit (none: the service grades nothing)").tag(config=True)
-    cooldown_s = Float(600.0, help="seconds between the starts of two gradings of one student's assignment"
-                       ).tag(config=True)
-    max_per_assignment = Integer(10, help="gradings per student and assignment").tag(config=True)
-    max_per_day = Integer(20, help="gradings per student and day (UTC), all assignments").tag(config=True)
-    poll_s = Float(1.0, help="seconds between two looks at the exchange's inbound folder").tag(config=True)
-    batch = Integer(30, help="submissions of one assignment graded in one run of the grading command, at most"
-                    ).tag(config=True)
-    settle_s = Float(1.0, help="while submissions keep arriving, wait until this many seconds pass without a new "
-                     "one before a run of the grading command takes them together").tag(config=True)
-    settle_max_s = Float(20.0, help="... but start grading at most this many seconds after the first of them was "
-                         "noticed").tag(config=True)
-    hide_score = List(Unicode(), default_value=[],
-                      help="assignments whose feedback on submit shows no points: the checks' messages and hints, "
-                           "but neither the total nor any cell's score (default: every page shows them)"
-                      ).tag(config=True)
-    latest_grade_counts = Bool(False, help="the service's grade of each student's latest graded submission is the "
-                               "official grade: written into the course's gradebook and grades.csv (off: the "
-                               "official grades are the instructor's, the grading command after the deadline, "
-                               "and the service never writes the course's gradebook)").tag(config=True)
-    grade_args = List(Unicode(), default_value=[],
-                      help="extra options of the grading command (e.g. ['--jobs', '1'])").tag(config=True)
-    check_owner = Bool(False, help="each student is a Unix user of that name (a hub with local users): a "
-                       "submission folder another user made in the student's name is ignored").tag(config=True)
 
 
 def spoofed(folder: Path, student: str) -> str:
@@ -111,85 +74,6 @@ def spoofed(folder: Path, student: str) -> str:
     except KeyError:
         return f"no Unix user is named {student!r}"
     return "" if owner == expected else f"made by uid {owner}, not by {student} (uid {expected})"
-
-
-def template_dirs() -> list[str]:
-    """nbconvert's template folders for the feedback page: nbgrader's (its ``feedback`` template) and the
-    service's (``pte_feedback``, which extends it)."""
-    import nbgrader
-
-    return [str(Path(nbgrader.__file__).parent / "server_extensions" / "formgrader" / "templates"), str(TEMPLATES)]
-
-
-def service_config(course_config: Path, work: Path, db_url: str, hide_score: bool) -> str:
-    """The text of the service's own ``nbgrader_config.py``: the course's, then its folder, its gradebook and,
-    when the score is hidden, nbgrader's feedback page without points (``templates/pte_feedback``)."""
-    lines = [CONFIG_HEADER + "c = get_config()  # noqa: F821",
-             f"load_subconfig({str(course_config)!r})  # noqa: F821",
-             f"c.CourseDirectory.root = {str(work)!r}",
-             f"c.CourseDirectory.db_url = {db_url!r}"]
-    if hide_score:
-        lines += ["c.HTMLExporter.template_name = 'pte_feedback'",
-                  "c.HTMLExporter.template_file = 'no_score.html.j2'",
-                  f"c.HTMLExporter.extra_template_basedirs = {template_dirs()!r}"]
-    return "\n".join(lines) + "\n"
-
-
-def die_with_parent() -> None:
-    """In the grading command's process, before it runs: SIGKILL when the service dies, however it dies."""
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
-def running_in_group(pgid: int) -> list[int]:
-    """The processes of group ``pgid`` that still run (a zombie waits only for its reaper: init here, since the
-    grading command that started it is gone)."""
-    import psutil
-
-    found = []
-    for process in psutil.process_iter(["status"]):
-        try:
-            if process.info["status"] != psutil.STATUS_ZOMBIE and os.getpgid(process.pid) == pgid:
-                found.append(process.pid)
-        except (ProcessLookupError, psutil.Error):
-            pass
-    return found
-
-
-def end_group(pgid: int, wait_s: float = 30.0) -> bool:
-    """SIGKILL process group ``pgid`` and wait until none of it runs; whether any process of it was left."""
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        return False
-    deadline = time.monotonic() + wait_s
-    while running_in_group(pgid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return True
-
-
-def merge_csv_row(source: Path, target: Path, student: str, assignment: str) -> bool:
-    """Put ``student``'s row for ``assignment`` from the grading command's ``grades.csv`` at ``source`` into the
-    one at ``target`` (replacing theirs, keeping every other row; written whole, then renamed into place);
-    whether there was such a row."""
-    with open(source, newline="") as handle:
-        reader = csv.DictReader(handle)
-        fields = list(reader.fieldnames or [])
-        row = next((r for r in reader if (r["student_id"], r["assignment"]) == (student, assignment)), None)
-    if row is None:
-        return False
-    rows = {}
-    if target.is_file():
-        with open(target, newline="") as handle:
-            rows = {(r["student_id"], r["assignment"]): r for r in csv.DictReader(handle)}
-    rows[(student, assignment)] = row
-    partial = target.with_name(target.name + ".partial")
-    with open(partial, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=fields, extrasaction="ignore")
-        writer.writeheader()
-        for key in sorted(rows):
-            writer.writerow(rows[key])
-    partial.replace(target)
-    return True
 
 
 @dataclass

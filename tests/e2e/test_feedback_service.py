@@ -33,7 +33,8 @@ import psutil
 
 from autograder import course
 from autograder.kernel import protocol
-from autograder.service.service import GRADING_PID, STATE_DIR, PTEFeedback, Service
+from autograder.service.service import GRADING_PID, STATE_DIR, Service
+from autograder.service.settings import PTEFeedback
 
 import coursekit as kit
 from test_grading import LESSON, ensure_bubblewrap

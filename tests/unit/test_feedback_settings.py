@@ -1,4 +1,4 @@
-"""The feedback service's course settings (autograder/service/service.py): the page without points for an
+"""The feedback service's course settings (autograder/service/workfolder.py): the page without points for an
 assignment in ``c.PTEFeedback.hide_score``, rendered by nbgrader's feedback converter with the configuration the
 service writes; and the student's row of ``grades.csv`` that reaches the course folder when the latest feedback
 grade counts."""
@@ -12,7 +12,7 @@ import nbformat
 from traitlets.config.loader import PyFileConfigLoader
 
 from autograder import course
-from autograder.service.service import merge_csv_row, service_config
+from autograder.service.workfolder import merge_csv_row, service_config
 
 HINT = "HiddenTestFailed: the copy still shares storage with its source. Hint: what does .view() return?"
 

@@ -20,9 +20,6 @@ EXCEPTIONS: dict[str, tuple[int, str]] = {
                                         "checks of its exercises; not split yet"),
     "autograder/kernel/amp.py": (451, "lesson 08's scaler spy, figures and timing beside the visible checks of its "
                                       "exercises; not split yet"),
-    "autograder/service/service.py": (483, "the feedback service's settings, exchange copying, grading run and its "
-                                           "process group, and feedback return in one loop; its steps (notice, "
-                                           "settle, take, grade, return) are the seams; not split yet"),
 }
 
 
