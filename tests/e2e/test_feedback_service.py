@@ -29,7 +29,6 @@ import time
 from pathlib import Path
 
 import nbformat
-import psutil
 
 from autograder import course
 from autograder.kernel import protocol
@@ -37,6 +36,7 @@ from autograder.service.service import GRADING_PID, STATE_DIR, Service
 from autograder.service.settings import PTEFeedback
 
 import coursekit as kit
+from servicekit import read_pid, running_in_group
 from test_grading import LESSON, ensure_bubblewrap
 
 COURSE_ID = "pte"
@@ -99,25 +99,6 @@ def wait_until(condition, what: str, log: Path) -> None:
     while not condition():
         assert time.monotonic() < deadline, f"{what} not within {GRADE_TIMEOUT_S} s:\n{log.read_text()[-3000:]}"
         time.sleep(0.1)
-
-
-def read_pid(path: Path) -> int | None:
-    try:
-        return int(path.read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def group(pgid: int | None) -> list[psutil.Process]:
-    """The processes of process group ``pgid`` that run (not zombies, which wait only for init to reap them)."""
-    found = []
-    for process in psutil.process_iter(["status"]):
-        try:
-            if process.info["status"] != psutil.STATUS_ZOMBIE and os.getpgid(process.pid) == pgid:
-                found.append(process)
-        except (ProcessLookupError, psutil.Error):
-            pass
-    return found
 
 
 def test_feedback_on_submit(tmp_path):
@@ -198,7 +179,7 @@ def test_feedback_on_submit(tmp_path):
         wait_until(lambda: sorted(queue_states(root).get(i, ("",))[0] for i in queued) == ["grading", "waiting"],
                    "one submission grading, one waiting", logs[0])
         pid_file = root / STATE_DIR / GRADING_PID
-        wait_until(lambda: len(group(read_pid(pid_file))) >= 3,
+        wait_until(lambda: len(running_in_group(read_pid(pid_file))) >= 3,
                    "the grading command and its worker processes", logs[0])
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
@@ -209,7 +190,7 @@ def test_feedback_on_submit(tmp_path):
     proc = start_service(root, exchange, logs[1])
     try:
         wait_until(lambda: read_pid(pid_file) not in (None, pgid), "a new run", logs[1])
-        assert not group(pgid), "a process of the killed service's grading run is alive beside the new run"
+        assert not running_in_group(pgid), "a process of the killed service's grading run is alive beside the new run"
         wait_until(lambda: all(queue_states(root)[i][0] == "done" for i in queued), "both graded", logs[1])
     finally:
         proc.send_signal(signal.SIGINT)   # as the hub stops it

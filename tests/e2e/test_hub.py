@@ -58,6 +58,7 @@ import pytest
 from autograder.kernel import protocol
 
 import coursekit as kit
+from servicekit import read_pid, running_in_group
 
 LESSON = "01_tensors_and_views"
 STUDENT, OTHER, INSTRUCTOR, PASSWORD = "pte-ann", "pte-bob", "pte-instructor", "pte-demo"
@@ -208,25 +209,6 @@ def queue_rows(state: Path, student: str) -> list[tuple[str, str, str]]:
         return []
     finally:
         con.close()
-
-
-def read_pid(path: Path) -> int | None:
-    try:
-        return int(path.read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def running_in_group(pgid: int | None) -> list[psutil.Process]:
-    """The processes of process group ``pgid`` that run (not zombies, which wait only for init to reap them)."""
-    found = []
-    for process in psutil.process_iter(["status"]):
-        try:
-            if process.info["status"] != psutil.STATUS_ZOMBIE and os.getpgid(process.pid) == pgid:
-                found.append(process)
-        except (ProcessLookupError, psutil.Error):
-            pass
-    return found
 
 
 def wrong_answer(state: Path) -> nbformat.NotebookNode:

@@ -314,8 +314,9 @@ def test_a_dead_worker_costs_only_its_own_task_and_a_stuck_one_is_stopped(tmp_pa
     import multiprocessing
 
     import pebble
-    import poolkit
     import psutil
+
+    import poolkit
 
     workers = engine.Workers(2, multiprocessing.get_context("forkserver"), ["0", "1"])
     try:
