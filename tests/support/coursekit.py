@@ -67,6 +67,16 @@ def load_pitfall_module(lesson: str):
     return module
 
 
+def answer_from_table(lesson: str, table: str, exercise: str, name: str):
+    """One answer of tests/course/pitfalls/<lesson>.py (``table``: PITFALLS, PLAUSIBLE, RIGHT_ANSWERS, ...) defined
+    outside a notebook, with the imports every lesson's setup makes: the unit tests of a lesson's check helpers
+    take their answers from the one table the notebook tests use, instead of copies."""
+    cells = getattr(load_pitfall_module(lesson), table)[exercise]
+    namespace: dict = {}
+    exec("import numpy as np\nimport torch\nfrom torch import nn\n" + cells[name], namespace)
+    return namespace[exercise]
+
+
 # The first lines of a forging answer cell: every boolean observation (or tuple/list of booleans) comes out True.
 FORGED_OBSERVE = '''
 from autograder.kernel import hidden as _hidden

@@ -198,79 +198,40 @@ def test_plot_scale_history_marks_the_skipped_steps():
     plt.close(fig)
 
 
-def _amp_step(model, xb, yb, loss_fn, optimizer, scaler, device_type, dtype):
-    optimizer.zero_grad()
-    with torch.autocast(device_type=device_type, dtype=dtype):
-        loss = loss_fn(model(xb), yb)
-    scaler.scale(loss).backward()
-    scaler.step(optimizer)
-    scaler.update()
-    return loss.item()
+def _answer(table: str, exercise: str, name: str):
+    import coursekit as kit  # tests/support, on pytest's path (the GPU runner's run without pytest never calls this)
+
+    return kit.answer_from_table("08_mixed_precision", table, exercise, name)
 
 
-def test_visible_checks_pass_a_right_step_and_name_the_wrong_ones():
-    amp.check_amp_train_step(_amp_step)
-
-    def direct_step(model, xb, yb, loss_fn, optimizer, scaler, device_type, dtype):
-        optimizer.zero_grad()
-        with torch.autocast(device_type=device_type, dtype=dtype):
-            loss = loss_fn(model(xb), yb)
-        scaler.scale(loss).backward()
-        scaler.unscale_(optimizer)
-        optimizer.step()
-        scaler.update()
-        return loss.item()
-
-    with pytest.raises(checks.CheckFailed, match="gradients were inf"):
-        amp.check_amp_train_step(direct_step)
-
-    def clipped_step(model, xb, yb, loss_fn, optimizer, scaler, device_type, dtype):
-        optimizer.zero_grad()
-        with torch.autocast(device_type=device_type, dtype=dtype):
-            loss = loss_fn(model(xb), yb)
-        scaler.scale(loss).backward()
-        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        scaler.step(optimizer)
-        scaler.update()
-        return loss.item()
-
-    with pytest.raises(checks.CheckFailed, match="still multiplied by the scale"):
-        amp.check_amp_train_step(clipped_step)
-
-    def stale_step(model, xb, yb, loss_fn, optimizer, scaler, device_type, dtype):
-        with torch.autocast(device_type=device_type, dtype=dtype):
-            loss = loss_fn(model(xb), yb)
-        scaler.scale(loss).backward()
-        scaler.step(optimizer)
-        scaler.update()
-        return loss.item()
-
-    with pytest.raises(checks.CheckFailed, match="gradients left in .grad before the call"):
-        amp.check_amp_train_step(stale_step)
+WRONG_STEPS = [   # the pitfall table's answer -> what the visible check must say about it
+    ("PLAUSIBLE", "unscale_ then optimizer.step(): a finite step is right, an overflowing one writes inf into the "
+                  "weights", "gradients were inf"),
+    ("PLAUSIBLE", "clips the gradients before scaler.unscale_ (the threshold meets scaled gradients)",
+     "still multiplied by the scale"),
+    ("PITFALLS", "no zero_grad (gradients accumulate)", "gradients left in .grad before the call"),
+]
 
 
-def test_visible_checks_of_the_other_exercises_pass_right_answers():
-    def dtypes(model, x, device_type, dtype):
-        found, handles = {}, []
-        for name, module in model.named_modules():
-            if name:
-                def record(mod, inp, out, name=name):
-                    if torch.is_tensor(out):
-                        found[name] = out.dtype
-                handles.append(module.register_forward_hook(record))
-        try:
-            with torch.autocast(device_type=device_type, dtype=dtype):
-                model(x)
-        finally:
-            for handle in handles:
-                handle.remove()
-        return found
+def test_visible_checks_name_the_wrong_steps():
+    for table, name, message in WRONG_STEPS:
+        with pytest.raises(checks.CheckFailed, match=message):
+            amp.check_amp_train_step(_answer(table, "amp_train_step", name))
 
-    amp.check_autocast_output_dtypes(dtypes)
-    amp.check_param_memory_bytes(lambda model, dtype: sum(p.numel() for p in model.parameters()) * dtype.itemsize)
+
+def test_visible_checks_pass_the_right_answers():
+    for exercise, check in (("amp_train_step", amp.check_amp_train_step),
+                            ("autocast_output_dtypes", amp.check_autocast_output_dtypes),
+                            ("param_memory_bytes", amp.check_param_memory_bytes)):
+        import coursekit as kit
+
+        for name in kit.load_pitfall_module("08_mixed_precision").RIGHT_ANSWERS[exercise]:
+            check(_answer("RIGHT_ANSWERS", exercise, name))
+
+
+def test_a_tied_weight_counted_twice_is_named():
     with pytest.raises(checks.CheckFailed, match="tied weight was counted twice"):
-        amp.check_param_memory_bytes(lambda model, dtype: sum(
-            p.numel() for m in model.modules() for p in m.parameters(recurse=False)) * dtype.itemsize)
+        amp.check_param_memory_bytes(_answer("PITFALLS", "param_memory_bytes", "counts a tied weight twice"))
 
 
 def test_seconds_per_step_runs_warmup_then_timed_steps():
