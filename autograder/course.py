@@ -17,6 +17,7 @@ if _SCRIPTS not in os.environ.get("PATH", "").split(os.pathsep):
     os.environ["PATH"] = _SCRIPTS + os.pathsep + os.environ.get("PATH", "")
 
 
+from autograder.grading.report import predictions  # noqa: E402
 from autograder.kernel import protocol  # noqa: E402
 
 # one definition of each, shared with the kernels and the grader (the tests and the tools name them here)
@@ -110,11 +111,14 @@ def _finish_release(path: Path) -> None:
       tag, JupyterLab asks the kernel not to stop, so every demo below still runs and every test
       shows its failure. The tag changes nothing about grading: a test that raises still scores 0 in
       nbgrader and in ``python -m autograder grade``, and the solutions, which nbval runs, have no tag.
+    - The right answer of every prediction cell (``pte.prediction.answer``) stays in the solution:
+      the student's copy would otherwise hold it in its metadata.
     """
     if not path.is_file():
         return
     nb = nbformat.read(path, as_version=4)
     nb.metadata.pop("widgets", None)
+    predictions.strip_answers(nb.cells)
     for cell in nb.cells:
         meta = cell.get("metadata", {})
         if protocol.is_test_cell(cell):
