@@ -34,6 +34,11 @@ MEMORY_ERROR = re.compile(r"MemoryError|can't allocate memory|DefaultCPUAllocato
 TAINT_NOTE = ("[grader] the outputs of this cell and of every later one are not shown: they were produced after "
               "the hidden tests had run in this kernel, so they could reveal them. Run the notebook yourself "
               "to see them.\n")
+# The one message about an observation the judge cannot read. Every message about a hidden check is built from
+# the reference and these words alone: what the kernel sent (a field name, a label, a MIME type, the text of a
+# MessageError made from it) never reaches feedback.
+MALFORMED = ("the observation the kernel sent could not be read as one (malformed, of another format, or too "
+             "large): the test cell's code or the grader's kernel module was changed")
 
 
 @dataclass
@@ -68,13 +73,13 @@ def judge_cell(reference: list[dict], observed: list[Observation | MessageError]
         if index >= len(observed):
             return Verdict(False, f"hidden check {index + 1} of {total} was never reached")
         observation = observed[index]
-        if not isinstance(observation, Observation):   # the MessageError names the field or the format
-            return Verdict(False, f"hidden check {index + 1} of {total}: malformed observation ({observation})"[:300])
+        if not isinstance(observation, Observation):   # its MessageError is the kernel's text: never shown
+            return Verdict(False, f"hidden check {index + 1} of {total}: {MALFORMED}")
         try:
             observations.to_json({"value": observation.value})  # size cap, and plain JSON only
             found = observations.compare(ref, observation.value)
         except Exception:  # whatever the kernel sent (10**400, a cycle, a bad type): this cell's failure alone
-            return Verdict(False, f"hidden check {index + 1} of {total}: malformed or oversized observation")
+            return Verdict(False, f"hidden check {index + 1} of {total}: {MALFORMED}")
         if found:
             return Verdict(False, f"hidden check {index + 1} of {total} failed (wrong {found[0]})" + _hint(ref))
     if len(observed) > total:
