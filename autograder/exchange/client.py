@@ -242,7 +242,8 @@ class ExchangeList(abc.ExchangeList, HTTPExchange):
             info["local_feedback_path"] = folder if info["has_local_feedback"] else None
             groups.setdefault(assignment, []).append(info)
         return [{"course_id": course, "student_id": "", "assignment_id": assignment, "status": "submitted",
-                 "submissions": sorted(infos, key=lambda i: i["timestamp"])} for assignment, infos in sorted(groups.items())]
+                 "submissions": sorted(infos, key=lambda i: i["timestamp"])}
+                for assignment, infos in sorted(groups.items())]
 
 
 class ExchangeReleaseAssignment(abc.ExchangeReleaseAssignment, HTTPExchange):

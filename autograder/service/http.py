@@ -22,7 +22,6 @@ An instructor is a hub user in the group ``--instructor-group`` (default ``instr
 from __future__ import annotations
 
 import argparse
-import base64
 import html
 import json
 import logging

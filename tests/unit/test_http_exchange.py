@@ -83,7 +83,8 @@ def hub(tmp_path):
     def serve():
         asyncio.set_event_loop(asyncio.new_event_loop())
         sockets = netutil.bind_sockets(0, "127.0.0.1")
-        server = httpserver.HTTPServer(make_app(store, FakeAuth(), PREFIX), max_body_size=DISCARD * (CAP + JSON_OVERHEAD))
+        server = httpserver.HTTPServer(make_app(store, FakeAuth(), PREFIX),
+                                       max_body_size=DISCARD * (CAP + JSON_OVERHEAD))
         server.add_sockets(sockets)
         holder.update(port=sockets[0].getsockname()[1], loop=ioloop.IOLoop.current())
         ready.set()
