@@ -1,14 +1,17 @@
 """``python -m autograder.service --course DIR [--exchange DIR]``: the feedback service's loop (as root, beside
-the grading command's requirements); the settings are ``c.PTEFeedback`` in the course's nbgrader_config.py."""
+the grading command's requirements); the settings are ``c.PTEFeedback`` in the course's nbgrader_config.py.
+Everything it writes is written under umask 077."""
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 from pathlib import Path
 
 from autograder.grading.plan.planning import load_coursedir
 
+from .lock import AlreadyRunning
 from .service import Service
 from .settings import PTEFeedback
 
@@ -24,11 +27,16 @@ def main(argv=None) -> int:
                         help="nbgrader's exchange root (default: the course's Exchange.root, else "
                              "/srv/nbgrader/exchange)")
     args = parser.parse_args(argv)
+    os.umask(0o077)   # everything the service writes is its own: a student reads none of it
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     coursedir = load_coursedir(args.course)
     settings = PTEFeedback(config=coursedir.config)
     exchange = args.exchange or Path(coursedir.config.get("Exchange", {}).get("root", "/srv/nbgrader/exchange"))
-    service = Service(args.course, exchange, coursedir.course_id, settings)
+    try:
+        service = Service(args.course, exchange, coursedir.course_id, settings)
+    except (AlreadyRunning, ValueError) as exc:
+        logging.error("%s", exc)
+        return 3
     if not settings.assignments:
         logging.warning("c.PTEFeedback.assignments is empty: no assignment is graded on submit")
     # JupyterHub stops a managed service with SIGINT, then SIGTERM: either ends the run of the grading command

@@ -7,11 +7,11 @@ One loop, one batch at a time (the grading command inside uses every core it is 
 2. **settle**: while submissions are still arriving (a burst: a class submitting at the end of a lab), wait
    until ``settle_s`` pass without a new one (at most ``settle_max_s`` after the first), so that one run of the
    grading command takes them all (:meth:`.queue.Queue.settling`);
-3. **take** the next ready submissions (a batch of one assignment: round-robin, cooldown, caps) and copy each
-   into ``submitted/<student>/<assignment>/``: only the release's notebooks, ``timestamp.txt`` and
-   ``submission_secret.txt``, each read through a descriptor that follows no link (the service runs as root;
-   the inbound folder is the student's);
-4. **grade** them with the grading command (``python -m autograder grade --student S ... --assignment A``: the
+3. **take** the next ready submissions (a batch of one assignment: round-robin, cooldown, caps, checked when
+   taken) and copy each into ``submitted/<student>/<assignment>/``: only the release's notebooks,
+   ``timestamp.txt`` and ``submission_secret.txt``, read relative to the entry's folder opened once, never by
+   path (:mod:`.intake`: the service runs as root; the inbound folder may be the student's);
+4. **grade** them with the grading command (``python -m autograder grade --student=S ... --assignment=A``: the
    same sandbox, limits, warm kernels and cached reference as a class), in a course folder of the service's
    own (``.grading/feedback-service/course``: its ``nbgrader_config.py`` loads the course's and adds the
    service's settings, the course's solutions linked, its own release made from them by nbgrader, its own
@@ -24,74 +24,84 @@ One loop, one batch at a time (the grading command inside uses every core it is 
 A submission inside its cooldown or past a cap gets a short feedback page at once that says when it will be
 graded, or why it will not; it is replaced by the graded one when that comes.
 
+The student and assignment ids are checked before they reach an argument list, a glob or a path
+(:mod:`.names`); a refused name, a file that is not what it should be, a secret not written yet or an error of
+one submission's own end as a page to that student (after ``max_failures`` tries), never a failed batch or a
+stopped service; a full disk is a log line and a wait. The service's folder is its own (0700, written under
+umask 077: :mod:`.__main__`).
+
 The grading command runs in a process group of its own that dies with the service (``PR_SET_PDEATHSIG``,
-:mod:`.processes`); a service that was killed leaves the group's id in ``grading.pid``, and the next start ends
-what is left of that run before it grades the interrupted batch again, so two runs never write the same folder.
+:mod:`.processes`); one service runs at a time, holding ``grading.pid`` locked for its life (:mod:`.lock`),
+which records the run's group and start time; the next start ends what is left of a killed service's run,
+when the record proves it is that run, before it grades the interrupted batch again.
 """
 from __future__ import annotations
 
-import html
+import errno
 import json
 import logging
 import os
-import pwd
 import shutil
+import sqlite3
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder.grading.intake import collect
 from autograder.grading.judging.reference import CACHE_DIR
 from autograder.grading.plan.planning import GRADING_DIR, load_coursedir
-from autograder.grading.plan.settings import MAX_NOTEBOOK_BYTES, MAX_TIMESTAMP_BYTES
 
 from ..course import nbgrader_cmd
 from ..grading.status import SubmissionError
+from . import intake
+from .intake import NotYet
+from .lock import ServiceLock
+from .names import id_problem, shown
 from .processes import die_with_parent, end_group
 from .queue import Entry, Limits, Queue
+from .returning import Returning
 from .settings import PTEFeedback
-from .workfolder import merge_csv_row, service_config
+from .workfolder import prune_backups, service_config, tree_digest
 
 log = logging.getLogger("pte-feedback")
 STATE_DIR = ".grading/feedback-service"
-SECRET = "submission_secret.txt"
-MAX_SECRET_BYTES = 1024
 GRADING_PID = "grading.pid"
+DISK_WAIT_S = 30.0
 
 
-def spoofed(folder: Path, student: str) -> str:
-    """Why ``folder`` in the inbound exchange is not ``student``'s own ("" when it is): where each student is a
-    Unix user, the folder nbgrader's submit made belongs to them. The inbound folder is writable by every
-    student, so without this anyone could submit in a classmate's name (and spend the classmate's cooldown)."""
-    try:
-        owner = os.lstat(folder).st_uid
-    except OSError as exc:
-        return f"cannot be read ({exc.strerror})"
-    try:
-        expected = pwd.getpwnam(student).pw_uid
-    except KeyError:
-        return f"no Unix user is named {student!r}"
-    return "" if owner == expected else f"made by uid {owner}, not by {student} (uid {expected})"
+def disk_full(exc: BaseException) -> bool:
+    return (isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)) or (
+        isinstance(exc, sqlite3.OperationalError) and "full" in str(exc))
 
 
 @dataclass
-class Service:
+class Service(Returning):
     course: Path
     exchange: Path
     course_id: str
     settings: PTEFeedback
     queue: Queue = field(init=False)
     work: Path = field(init=False)
-    ignored: set[str] = field(init=False, default_factory=set)   # inbound folders not their student's
+    ignored: set[str] = field(init=False, default_factory=set)   # inbound entries never to be queued
+    refused_names: int = field(init=False, default=0)
 
     def __post_init__(self):
         self.course = Path(self.course).resolve()
+        self.identity = self.settings.trusted_identity()
+        if self.settings.latest_grade_counts and self.identity not in ("owner", "hub"):
+            raise ValueError("c.PTEFeedback.latest_grade_counts needs an identity the service can trust: "
+                             "c.PTEFeedback.identity = 'hub' (the hub's exchange) or 'owner' (each student a Unix "
+                             "user), not the folder's name a student chose")
+        for folder in (self.course / GRADING_DIR, self.course / STATE_DIR):   # the reference cache, the state
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            os.chmod(folder, 0o700)
         state = self.course / STATE_DIR
+        self.lock = ServiceLock(state / GRADING_PID)
+        if done := self.lock.end_leftover():
+            log.info("%s", done)
         self.work = state / "course"
-        self.work.mkdir(parents=True, exist_ok=True)
-        self.end_leftover_run()
+        self.work.mkdir(exist_ok=True)
         if not (self.work / "solutions").is_symlink():
             (self.work / "solutions").symlink_to(self.course / "solutions")
         # the course's reference cache, so a reference the instructor's grading made is not made again
@@ -102,9 +112,7 @@ class Service:
             (self.work / GRADING_DIR / CACHE_DIR).symlink_to(cache, target_is_directory=True)
         self.write_config()
         for assignment in self.settings.assignments:   # the release and the gradebook's record of it
-            if not (self.work / "notebooks" / assignment).is_dir() or not self.gradebook_has(assignment):
-                subprocess.run(nbgrader_cmd("generate_assignment", assignment, "--force", "--log-level=ERROR"),
-                               cwd=self.work, check=True, capture_output=True, text=True)
+            self.sync_release(assignment)
         limits = Limits(self.settings.cooldown_s, self.settings.max_per_assignment, self.settings.max_per_day)
         self.queue = Queue(state / "queue.sqlite", limits)
         recovered = self.queue.recover()
@@ -113,7 +121,7 @@ class Service:
 
     @property
     def inbound(self) -> Path:
-        return self.exchange / self.course_id / "inbound"
+        return Path(self.settings.inbound) if self.settings.inbound else self.exchange / self.course_id / "inbound"
 
     # ------------------------------------------------------------ the service's course folder
 
@@ -144,36 +152,78 @@ class Service:
                 return False
         return True
 
-    def end_leftover_run(self) -> None:
-        """What is left of a grading run of a service that was killed (``grading.pid``): ended before this
-        service grades in the same folder."""
-        pid_file = self.work.parent / GRADING_PID
+    def sync_release(self, assignment: str) -> bool:
+        """The service's release of ``assignment`` made again (nbgrader's generate_assignment) when the course's
+        source of it (its solutions, their reference observations) or its release changed since it was made, or
+        the gradebook has no record of it; whether it was made."""
+        digests_file = self.work.parent / "releases.json"
         try:
-            pgid = int(pid_file.read_text())
+            digests = json.loads(digests_file.read_text())
         except (OSError, ValueError):
-            return
-        if end_group(pgid):
-            log.info("ended what was left of the grading run (process group %d) of a service that stopped", pgid)
-        pid_file.unlink(missing_ok=True)
+            digests = {}
+        digest = tree_digest(self.course / "solutions" / assignment, self.course / "notebooks" / assignment)
+        if (digests.get(assignment) == digest and (self.work / "notebooks" / assignment).is_dir()
+                and self.gradebook_has(assignment)):
+            return False
+        subprocess.run(nbgrader_cmd("generate_assignment", assignment, "--force", "--log-level=ERROR"),
+                       cwd=self.work, check=True, capture_output=True, text=True)
+        digests[assignment] = digest
+        digests_file.write_text(json.dumps(digests, indent=1))
+        log.info("%s: release made from the course's source", assignment)
+        return True
 
     # ------------------------------------------------------------ notice
 
-    def notice(self, now: float | None = None) -> list[Entry]:
-        """Queue every new submission of a turned-on assignment; the new entries (their early feedback
-        written: when they will be graded, or why not)."""
-        if not self.inbound.is_dir():
-            return []
-        added = []
-        for name in sorted(os.listdir(self.inbound)):
-            parts = name.split("+")
-            if len(parts) < 3 or parts[1] not in self.settings.assignments or name in self.ignored:
-                continue
-            why = spoofed(self.inbound / name, parts[0]) if self.settings.check_owner else ""
+    def consider(self, inbound_fd: int, name: str) -> tuple[float, str] | None:
+        """(arrival, name) of an inbound entry to queue, or None: not a submission of a turned-on assignment,
+        queued before, or refused (logged; a refused name gets its page)."""
+        if name in self.ignored:
+            return None
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            self.ignored.add(name)
+            log.warning("%s: ignored, its name is not UTF-8", shown(os.fsencode(name)))
+            return None
+        parts = name.split("+")
+        if len(parts) < 3 or parts[1] not in self.settings.assignments or self.queue.get(name) is not None:
+            return None
+        try:
+            opened = intake.open_entry(inbound_fd, name)
+        except SubmissionError as exc:
+            self.ignored.add(name)
+            log.warning("%s: ignored: %s", shown(name), shown(exc.reason))
+            return None
+        try:
+            why = intake.owner_problem(opened.uid, parts[0], self.identity)
             if why:
                 self.ignored.add(name)
-                log.warning("%s: ignored, not the student's own submission: %s", name, why)
-                continue
-            entry = self.queue.add(name, now)
+                log.warning("%s: ignored, not the student's own submission: %s", shown(name), shown(why))
+                return None
+            problem = id_problem(parts[0])
+            if problem or len(parts) > 4:
+                self.refuse_name(opened.fd, name, f"the student id {parts[0]!r} is refused: {problem}"
+                                 if problem else "the folder's name is not <student>+<assignment>+<timestamp>")
+                return None
+            return opened.arrived, name
+        finally:
+            os.close(opened.fd)
+
+    def notice(self, now: float | None = None) -> list[Entry]:
+        """Queue every new submission of a turned-on assignment, in the order they arrived (never by the
+        timestamp in their name); the new entries (their early feedback written: when they will be graded, or
+        why not)."""
+        try:
+            inbound_fd = os.open(self.inbound, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            return []
+        try:
+            found = [f for name in os.listdir(inbound_fd) if (f := self.consider(inbound_fd, name))]
+        finally:
+            os.close(inbound_fd)
+        added = []
+        for arrived, name in sorted(found):
+            entry = self.queue.add(name, now, arrived)
             if entry is None:
                 continue
             added.append(entry)
@@ -186,62 +236,63 @@ class Service:
                                            f"{self.settings.cooldown_s:g} s); a later submission replaces it")
         return added
 
+    def refuse_name(self, entry_fd: int, name: str, reason: str) -> None:
+        """An entry whose name the service refuses: recorded, logged, counted, and a page to the student named by
+        the submission's secret alone (no id of theirs reaches a path, a glob or nbgrader)."""
+
+        self.queue.refuse(name, reason)
+        self.refused_names += 1
+        log.warning("%s: refused (%d refused names so far): %s", shown(name), self.refused_names, shown(reason))
+        self.page_by_secret(entry_fd, name, reason)
+
     # ------------------------------------------------------------ copy, grade, return
 
-    def notebooks(self, assignment: str) -> list[str]:
-        release = self.work / "notebooks" / assignment
-        return sorted(p.name for p in release.glob("*.ipynb"))
-
     def copy_in(self, entry: Entry) -> Path:
-        """The submission's files, copied from its inbound folder into ``submitted/`` without following any
-        link; raises SubmissionError (``refused``) for what is not a regular file."""
-        source = self.inbound / entry.inbound
-        collect.check_folder(source, self.inbound)
+        """The submission's files, copied from its inbound entry (opened once, its owner checked on that
+        descriptor, every file read relative to it: :mod:`.intake`) into ``submitted/``; raises SubmissionError
+        (``refused``) for what is not a regular file, NotYet for a secret not written yet."""
         target = self.work / "submitted" / entry.student / entry.assignment
-        if target.exists():
-            shutil.rmtree(target)
-        target.mkdir(parents=True)
-        # the small files first: with them, feedback can reach the student even when a notebook is refused
-        wanted = [("timestamp.txt", MAX_TIMESTAMP_BYTES), (SECRET, MAX_SECRET_BYTES)]
-        wanted += [(name, MAX_NOTEBOOK_BYTES) for name in self.notebooks(entry.assignment)]
-        for name, limit in wanted:
-            try:
-                data = collect.read_regular(source / name, source, limit)
-            except SubmissionError as exc:
-                if exc.status == "missing" and name.endswith(".ipynb"):
-                    continue   # the grading command reports the missing notebook
-                raise
-            (target / name).write_bytes(data)
+        inbound_fd = os.open(self.inbound, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            opened = intake.open_entry(inbound_fd, entry.inbound)
+        finally:
+            os.close(inbound_fd)
+        try:
+            why = intake.owner_problem(opened.uid, entry.student, self.identity)
+            if why:
+                raise intake.refused(f"not the student's own submission: {why}")
+            intake.copy_entry(opened.fd, self.notebooks(entry.assignment), target)
+        finally:
+            os.close(opened.fd)
         return target
 
     def run_grading(self, cmd: list[str]) -> subprocess.CompletedProcess:
-        """The grading command in a process group of its own that dies with this service; its id is in
-        ``grading.pid`` while it runs (:meth:`end_leftover_run`)."""
-        pid_file = self.work.parent / GRADING_PID
+        """The grading command in a process group of its own that dies with this service; its id and start time
+        are in the lock file while it runs (:mod:`.lock`)."""
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 start_new_session=True, preexec_fn=die_with_parent)
-        partial = pid_file.with_name(pid_file.name + ".partial")
-        partial.write_text(str(proc.pid))
-        partial.replace(pid_file)
+        self.lock.record_run(proc.pid)
         try:
             stdout, stderr = proc.communicate()
         finally:   # this service stopped (SIGINT from the hub): so does the run
             end_group(proc.pid)
             proc.wait()
-            pid_file.unlink(missing_ok=True)
+            self.lock.clear_run()
         return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
 
     def grade(self, entries: list[Entry]) -> dict[str, tuple[str, str]]:
         """Run the grading command once for these students' submissions of one assignment; student ->
         (status, reason) from its report."""
         assignment = entries[0].assignment
+        self.sync_release(assignment)   # the instructor changed the lesson: grade with the new release
         (self.work / "grading-report.json").unlink(missing_ok=True)   # a run that fails must not read the last one's
         for entry in entries:   # nor release the feedback of a student's earlier submission for this one
             shutil.rmtree(self.feedback_dir(entry), ignore_errors=True)
         self.write_config(assignment)
-        cmd = [sys.executable, "-m", "autograder", "grade", "--course", str(self.work), "--assignment", assignment,
-               *[arg for e in entries for arg in ("--student", e.student)], *self.settings.grade_args]
+        cmd = [sys.executable, "-m", "autograder", "grade", f"--course={self.work}", f"--assignment={assignment}",
+               *[f"--student={e.student}" for e in entries], *self.settings.grade_args]
         done = self.run_grading(cmd)
+        prune_backups(self.work / "backups", self.settings.keep_backups)
         found = {}
         try:
             report = json.loads((self.work / "grading-report.json").read_text())
@@ -258,79 +309,20 @@ class Service:
             found[entry.student] = (status, " | ".join(s["reason"] for s in mine if s["reason"]))
         return found
 
-    def feedback_dir(self, entry: Entry) -> Path:
-        return self.work / "feedback" / entry.student / entry.assignment
+    def failed(self, entry: Entry, reason: str, page: bool = True) -> None:
+        """A try of ``entry`` failed for a reason of its own: tried again later, or, after ``max_failures``
+        tries, finished with a page that says so."""
+        failures = self.queue.retry(entry.inbound, reason[:300], self.settings.retry_s)
+        log.warning("%s: try %d of %d failed: %s", shown(entry.inbound), failures, self.settings.max_failures,
+                    shown(reason))
+        if failures >= self.settings.max_failures:
+            self.queue.finish(entry.inbound, "error", reason[:300])
+            if page:
+                self.early_feedback(entry, f"this submission could not be graded after {failures} tries "
+                                           f"({reason[:200]}); your instructor's grading will grade it")
 
-    def release(self, entry: Entry) -> None:
-        """Hand ``feedback/<student>/<assignment>/`` to the exchange with nbgrader's own ReleaseFeedback step,
-        in this process (it names each page by the submission's secret, as the student's fetch_feedback looks
-        it up)."""
-        from nbgrader.auth import Authenticator
-        from nbgrader.exchange import ExchangeError
-        from nbgrader.exchange.default import ExchangeReleaseFeedback
-        from traitlets.config import Config
-
-        folder = self.feedback_dir(entry)
-        submitted = self.work / "submitted" / entry.student / entry.assignment
-        for name in ("timestamp.txt", SECRET):   # the submission's own, as nbgrader's collect would leave them
-            if (submitted / name).is_file():
-                shutil.copyfile(submitted / name, folder / name)
-        coursedir = load_coursedir(self.work)
-        config = Config(coursedir.config)
-        config.merge(Config({"Exchange": {"root": str(self.exchange)}}))
-        coursedir.course_id, coursedir.assignment_id, coursedir.student_id = (self.course_id, entry.assignment,
-                                                                              entry.student)
-        step = ExchangeReleaseFeedback(coursedir=coursedir, authenticator=Authenticator(config=config), config=config)
-        try:
-            step.start()
-        except ExchangeError as exc:
-            raise OSError(f"nbgrader's release_feedback failed: {exc}") from None
-
-    def make_official(self, entry: Entry) -> None:
-        """The latest feedback grade counts: the grading command has written the student's grades into the
-        course's gradebook (:meth:`db_url`); the student's row of ``grades.csv``, the submission and its
-        autograded copy go to the course folder too, where the instructor's grading command leaves them (so the
-        formgrader opens the graded notebook), owned as the course folder is."""
-        if not merge_csv_row(self.work / "grades.csv", self.course / "grades.csv", entry.student, entry.assignment):
-            return
-        changed = [self.course / "grades.csv"]
-        for kind in ("submitted", "autograded"):
-            source = self.work / kind / entry.student / entry.assignment
-            target = self.course / kind / entry.student / entry.assignment
-            shutil.rmtree(target, ignore_errors=True)
-            if source.is_dir():
-                shutil.copytree(source, target)
-                changed += [target.parent.parent, target.parent, target, *target.rglob("*")]
-        owner = os.stat(self.course)
-        if os.geteuid() == 0 and owner.st_uid != 0:
-            for path in changed:
-                os.lchown(path, owner.st_uid, owner.st_gid)
-
-    def early_feedback(self, entry: Entry, message: str) -> None:
-        """A page for a submission that is not graded now, returned at once through the exchange."""
-        try:
-            self.copy_in(entry)
-        except SubmissionError as exc:
-            message = f"this submission cannot be graded: {exc.reason}"
-        folder = self.feedback_dir(entry)
-        if folder.exists():
-            shutil.rmtree(folder)
-        folder.mkdir(parents=True)
-        page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(entry.assignment)}</title>"
-                f"</head><body><h1>{html.escape(entry.assignment)}</h1><p>Submitted {html.escape(entry.timestamp)}: "
-                f"{html.escape(message)}.</p></body></html>\n")
-        for name in self.notebooks(entry.assignment):
-            (folder / name.replace(".ipynb", ".html")).write_text(page)
-        try:
-            self.release(entry)
-        except OSError as exc:   # no secret to name the page by: log it only
-            log.warning("%s: feedback not released: %s", entry.inbound, exc)
-
-    def serve_one(self, now: float | None = None) -> list[Entry]:
-        """Grade the next ready submissions (a batch of one assignment, see Queue.take_batch) and return their
-        feedback; the entries served."""
-        batch = self.queue.take_batch(self.settings.batch, now)
-        started = time.monotonic()
+    def copy_batch(self, batch: list[Entry]) -> list[Entry]:
+        """Copy each entry in; the ones ready to grade (the others refused with a page, or put back)."""
         ready = []
         for entry in batch:
             try:
@@ -339,40 +331,75 @@ class Service:
             except SubmissionError as exc:
                 self.queue.finish(entry.inbound, str(exc.status), exc.reason)
                 self.early_feedback(entry, f"this submission cannot be graded: {exc.reason}")
-            except OSError as exc:   # the service's own fault: this submission's, and the others go on
-                self.queue.finish(entry.inbound, "error", f"not copied: {exc}"[:300])
+            except NotYet as exc:   # nbgrader writes the secret after the folder
+                self.failed(entry, f"not complete: {exc}", page=False)
+            except Exception as exc:
+                if disk_full(exc):
+                    self.queue.retry(entry.inbound, "the disk is full", DISK_WAIT_S, count=False)
+                    raise
+                self.failed(entry, f"not copied: {exc}")
+        return ready
+
+    def serve_one(self, now: float | None = None) -> list[Entry]:
+        """Grade the next ready submissions (a batch of one assignment, see Queue.take_batch) and return their
+        feedback; the entries served."""
+        batch = self.queue.take_batch(self.settings.batch, now)
+        while self.queue.capped:   # past a cap when taken
+            entry = self.queue.capped.pop()
+            self.early_feedback(entry, entry.reason)
+        started = time.monotonic()
+        ready = self.copy_batch(batch)
         copied = time.monotonic()
-        verdicts = self.grade(ready) if ready else {}
+        try:
+            verdicts = self.grade(ready) if ready else {}
+        except BaseException as exc:   # put back, not counted: graded again when the fault is gone
+            for entry in ready:
+                self.queue.retry(entry.inbound, f"not graded: {exc!r}"[:300], DISK_WAIT_S, count=False)
+            raise
         graded = time.monotonic()
         for entry in ready:
-            status, reason = verdicts[entry.student]
-            if not any(self.feedback_dir(entry).glob("*.html")):   # the grading command wrote none: say so
-                self.early_feedback(entry, f"this submission could not be graded ({status}: {reason[:200]}); "
-                                           "your instructor's grading will grade it")
-                self.queue.finish(entry.inbound, status, reason)
-                continue
-            try:
-                self.release(entry)
-            except OSError as exc:
-                status, reason = "error", f"feedback not released: {exc}"[:300]
-            if self.settings.latest_grade_counts:
-                try:
-                    self.make_official(entry)
-                except OSError as exc:   # the feedback is out; the instructor's grading still grades it
-                    log.warning("%s: not recorded in the course folder: %s", entry.inbound, exc)
-            self.queue.finish(entry.inbound, status, reason)
-            log.info("%s/%s (%s): %s", entry.student, entry.assignment, entry.timestamp, status)
+            self.finish(entry, *verdicts[entry.student])
         if batch:
             log.info("%d submission(s) of %s served in %.1f s (copying in %.2f s, the grading command %.1f s, "
                      "releasing the feedback %.2f s)", len(batch), batch[0].assignment, time.monotonic() - started,
                      copied - started, graded - copied, time.monotonic() - graded)
         return batch
 
+    def finish(self, entry: Entry, status: str, reason: str) -> None:
+        """Return a graded entry's feedback (and, when the latest grade counts, make it official)."""
+        if not any(self.feedback_dir(entry).glob("*.html")):   # the grading command wrote none: say so
+            self.early_feedback(entry, f"this submission could not be graded ({status}: {reason[:200]}); "
+                                       "your instructor's grading will grade it")
+            self.queue.finish(entry.inbound, status, reason)
+            return
+        try:
+            self.release(entry)
+        except OSError as exc:
+            status, reason = "error", f"feedback not released: {exc}"[:300]
+        if self.settings.latest_grade_counts:
+            try:
+                self.make_official(entry)
+            except OSError as exc:   # the feedback is out; the instructor's grading still grades it
+                log.warning("%s: not recorded in the course folder: %s", shown(entry.inbound), shown(str(exc)))
+        self.queue.finish(entry.inbound, status, reason)
+        log.info("%s/%s (%s): %s", entry.student, entry.assignment, shown(entry.timestamp), status)
+
     def run(self, stop=lambda: False) -> None:
+        full_since = None
         while not stop():
-            self.notice()
-            settings = self.settings
-            if self.queue.settling(time.time(), settings.settle_s, settings.settle_max_s, settings.batch):
-                time.sleep(settings.poll_s)
-            elif not self.serve_one():
-                time.sleep(settings.poll_s)
+            try:
+                self.notice()
+                settings = self.settings
+                if self.queue.settling(time.time(), settings.settle_s, settings.settle_max_s, settings.batch):
+                    time.sleep(settings.poll_s)
+                elif not self.serve_one():
+                    time.sleep(settings.poll_s)
+                full_since = None
+            except (OSError, sqlite3.OperationalError) as exc:
+                if not disk_full(exc):
+                    raise
+                if full_since is None:
+                    full_since = time.time()
+                    log.error("the disk of %s is full (%s): nothing is lost; waiting, and trying again every %g s",
+                              self.course, exc, DISK_WAIT_S)
+                time.sleep(DISK_WAIT_S)

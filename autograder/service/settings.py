@@ -1,7 +1,7 @@
 """The feedback service's settings: ``c.PTEFeedback.<name>`` in the course's ``nbgrader_config.py``."""
 from __future__ import annotations
 
-from traitlets import Bool, Float, Integer, List, Unicode
+from traitlets import Bool, Enum, Float, Integer, List, Unicode
 from traitlets.config import Configurable
 
 
@@ -33,3 +33,21 @@ class PTEFeedback(Configurable):
                       help="extra options of the grading command (e.g. ['--jobs', '1'])").tag(config=True)
     check_owner = Bool(False, help="each student is a Unix user of that name (a hub with local users): a "
                        "submission folder another user made in the student's name is ignored").tag(config=True)
+    identity = Enum(["folder-name", "owner", "hub"], default_value="folder-name",
+                    help="who a submission counts for: 'hub', the hub-authenticated exchange wrote the inbound entry "
+                         "(owned by the service's user); 'owner', each student is a Unix user and owns the entry "
+                         "nbgrader's submit made (as check_owner); 'folder-name', the name the student chose "
+                         "(latest_grade_counts refuses to start with it)").tag(config=True)
+    inbound = Unicode("", help="the folder of inbound submissions the service reads (default: the exchange's "
+                      "<root>/<course_id>/inbound); each entry <student>+<assignment>+<timestamp>[+<random>]"
+                      ).tag(config=True)
+    keep_backups = Integer(5, help="gradebook backups the service's grading runs leave in its folder, newest "
+                           "kept").tag(config=True)
+    max_failures = Integer(3, help="tries of a submission that fails for a reason of its own (its secret not "
+                           "written yet, an error) before the student is told it will not be graded"
+                           ).tag(config=True)
+    retry_s = Float(5.0, help="seconds before such a submission is tried again").tag(config=True)
+
+    def trusted_identity(self) -> str:
+        """'hub', 'owner' or 'folder-name': the identity in force (check_owner counts as 'owner')."""
+        return "owner" if self.check_owner and self.identity == "folder-name" else self.identity

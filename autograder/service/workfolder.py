@@ -4,6 +4,10 @@ the latest feedback grade counts (the student's row of ``grades.csv``)."""
 from __future__ import annotations
 
 import csv
+import fcntl
+import hashlib
+import os
+import tempfile
 from pathlib import Path
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -20,39 +24,68 @@ def template_dirs() -> list[str]:
 
 
 def service_config(course_config: Path, work: Path, db_url: str, hide_score: bool) -> str:
-    """The text of the service's own ``nbgrader_config.py``: the course's, then its folder, its gradebook and,
-    when the score is hidden, nbgrader's feedback page without points (``templates/pte_feedback``)."""
+    """The text of the service's own ``nbgrader_config.py``: the course's, then its folder, its gradebook and
+    its feedback page (``templates/pte_feedback``: nbgrader's, with long lines wrapped, and without points
+    when the score is hidden)."""
     lines = [CONFIG_HEADER + "c = get_config()  # noqa: F821",
              f"load_subconfig({str(course_config)!r})  # noqa: F821",
              f"c.CourseDirectory.root = {str(work)!r}",
              f"c.CourseDirectory.db_url = {db_url!r}"]
-    if hide_score:
-        lines += ["c.HTMLExporter.template_name = 'pte_feedback'",
-                  "c.HTMLExporter.template_file = 'no_score.html.j2'",
-                  f"c.HTMLExporter.extra_template_basedirs = {template_dirs()!r}"]
+    page = "no_score.html.j2" if hide_score else "page.html.j2"   # both wrap long lines (page.html.j2)
+    lines += ["c.HTMLExporter.template_name = 'pte_feedback'", f"c.HTMLExporter.template_file = {page!r}",
+              f"c.HTMLExporter.extra_template_basedirs = {template_dirs()!r}"]
     return "\n".join(lines) + "\n"
 
 
 def merge_csv_row(source: Path, target: Path, student: str, assignment: str) -> bool:
     """Put ``student``'s row for ``assignment`` from the grading command's ``grades.csv`` at ``source`` into the
-    one at ``target`` (replacing theirs, keeping every other row; written whole, then renamed into place);
-    whether there was such a row."""
+    one at ``target`` (replacing theirs, keeping every other row), under an ``fcntl`` lock of
+    ``grades.csv.lock`` so a run writing at the same time loses nothing, written whole to a temporary file and
+    renamed into place; whether there was such a row."""
     with open(source, newline="") as handle:
         reader = csv.DictReader(handle)
         fields = list(reader.fieldnames or [])
         row = next((r for r in reader if (r["student_id"], r["assignment"]) == (student, assignment)), None)
     if row is None:
         return False
-    rows = {}
-    if target.is_file():
-        with open(target, newline="") as handle:
-            rows = {(r["student_id"], r["assignment"]): r for r in csv.DictReader(handle)}
-    rows[(student, assignment)] = row
-    partial = target.with_name(target.name + ".partial")
-    with open(partial, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=fields, extrasaction="ignore")
-        writer.writeheader()
-        for key in sorted(rows):
-            writer.writerow(rows[key])
-    partial.replace(target)
+    with open(target.with_name(target.name + ".lock"), "a") as lock:   # the instructor's grading takes it too
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        rows = {}
+        if target.is_file():
+            with open(target, newline="") as handle:
+                rows = {(r["student_id"], r["assignment"]): r for r in csv.DictReader(handle)}
+        rows[(student, assignment)] = row
+        fd, partial = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".partial")
+        try:
+            with os.fdopen(fd, "w", newline="") as handle:
+                writer = csv.DictWriter(handle, fieldnames=fields, extrasaction="ignore")
+                writer.writeheader()
+                for key in sorted(rows):
+                    writer.writerow(rows[key])
+            os.chmod(partial, 0o644 if not target.exists() else target.stat().st_mode & 0o777)
+            os.replace(partial, target)
+        except BaseException:
+            os.unlink(partial)
+            raise
     return True
+
+
+def prune_backups(folder: Path, keep: int) -> list[Path]:
+    """Keep the ``keep`` newest gradebook backups the grading runs left in ``folder``; the ones removed."""
+    backups = sorted(folder.glob("gradebook-*.db")) if folder.is_dir() else []   # named by their UTC time
+    gone = backups[:max(len(backups) - max(keep, 0), 0)]
+    for path in gone:
+        path.unlink(missing_ok=True)
+    return gone
+
+
+def tree_digest(*folders: Path) -> str:
+    """A digest of every file's name and bytes under ``folders`` (what a release is made from): another
+    digest means the instructor changed the lesson."""
+    digest = hashlib.sha256()
+    for folder in folders:
+        for path in sorted(folder.rglob("*")) if folder.is_dir() else []:
+            if path.is_file() and ".ipynb_checkpoints" not in path.parts:
+                digest.update(f"{path.relative_to(folder)}\0{path.stat().st_size}\0".encode())
+                digest.update(path.read_bytes())
+    return digest.hexdigest()

@@ -108,22 +108,28 @@ def test_a_name_that_would_leave_the_service_folders_is_not_a_submission(tmp_pat
 
 
 def test_a_folder_made_in_a_classmates_name_is_spoofed(tmp_path):
-    """Where students are Unix users, the owner of the inbound folder must be the student it names (made here
-    as root for the user nobody, then given to nobody)."""
+    """Where students are Unix users, the owner of the inbound folder (read on its descriptor) must be the student
+    it names; with the hub's exchange, the service's own user (made here as root for the user nobody, then given
+    to nobody)."""
     import os
 
     import pytest
 
-    from autograder.service.service import spoofed
+    from autograder.service.intake import open_entry, owner_problem
 
     if os.geteuid() != 0:
         pytest.fail("this test gives a folder to another user, as root (`make test` runs as root on CI and here)")
     folder = tmp_path / "nobody+01_x+stamp+abc"
     folder.mkdir()
-    assert spoofed(folder, "nobody").startswith("made by uid 0, not by nobody")
+    inbound = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    uid = lambda: (lambda o: (os.close(o.fd), o.uid)[1])(open_entry(inbound, folder.name))  # noqa: E731
+    assert owner_problem(uid(), "nobody", "owner").startswith("made by uid 0, not by nobody")
+    assert owner_problem(uid(), "nobody", "hub") == "" and owner_problem(uid(), "nobody", "folder-name") == ""
     os.chown(folder, 65534, 65534)
-    assert spoofed(folder, "nobody") == ""
-    assert spoofed(folder, "pte-no-such-user") == "no Unix user is named 'pte-no-such-user'"
+    assert owner_problem(uid(), "nobody", "owner") == ""
+    assert owner_problem(uid(), "nobody", "hub").startswith("made by uid 65534")
+    assert owner_problem(uid(), "pte-no-such-user", "owner") == "no Unix user is named 'pte-no-such-user'"
+    os.close(inbound)
 
 
 def test_a_burst_settles_into_one_batch(tmp_path):
