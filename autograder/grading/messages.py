@@ -16,6 +16,10 @@ message                 from -> to                                 over
 ``RecordRequest``       grader -> recording process                the recorder's stdin, one per line
 ``RecordAnswer``        recording process -> grader                the recorder's answer pipe, one per line
 ``NotebookResult``      grading worker -> engine                   the process pool (``Message.to_dict``)
+``CheckResult``         inside ``NotebookResult``                  one check of one graded cell, judged
+``PredictionRead``      inside ``NotebookResult``                  one prediction cell, read without running it
+``GradingReport``       grading command -> ``finish``, the feedback ``grading-report.json`` (and a shard's), through
+                        service, the class report                  :meth:`GradingReport.read` and ``.write``
 ======================  =========================================  ==============================================
 
 The sandbox policy a warm kernel is made with travels inside a ``ForkRequest`` as
@@ -24,15 +28,18 @@ The sandbox policy a warm kernel is made with travels inside a ``ForkRequest`` a
 """
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import dataclass, field
-from typing import ClassVar
+from pathlib import Path
+from typing import Any, ClassVar
 
 from autograder.grading.status import Status
 from autograder.kernel.messages import Message, MessageError, decode_one_of
 
 __all__ = ["Message", "MessageError", "decode_one_of", "TemplateReady", "ForkRequest", "Forked", "StartCold",
            "ChildExited", "TEMPLATE_SAYS", "KernelStarted", "SandboxReady", "SandboxFailed", "RecordRequest",
-           "RecordAnswer", "NotebookResult"]
+           "RecordAnswer", "NotebookResult", "CheckResult", "PredictionRead", "GradingReport"]
 
 
 # ---------------------------------------------------------------- the warm template's socket
@@ -145,10 +152,57 @@ class RecordAnswer(Message):
 # ---------------------------------------------------------------- a grading worker's results
 
 @dataclass
+class CheckResult(Message):
+    """One check of one graded test cell, as the judge saw it (``autograder.grading.report.outcomes``).
+
+    ``part`` is ``visible`` (the test cell's visible checks, one entry, ``index`` 0) or ``hidden`` (hidden check
+    ``index`` of ``of``, from 1). ``status``: :data:`CHECK_STATUSES`. ``failure``: what differed (a hidden check:
+    ``values``, ``dtype``, ``shape``, ``type``, ... from ``observations.compare``; ``exception``, ``timeout``,
+    ``malformed``, ``not-run``), "" when it passed. ``exception``: the type name of an exception, only one of
+    :data:`autograder.grading.report.outcomes.KNOWN_EXCEPTIONS` (anything else is ``other``). ``hint``: the
+    check's hint as the course defines it (the reference's for a hidden check; for the visible part, the one
+    literal of the instructor's visible test code that the failure named), never the kernel's text."""
+    KIND: ClassVar[str] = "check-result"
+    VERSION: ClassVar[int] = 1
+    grade_id: str
+    part: str
+    index: int
+    of: int
+    status: str
+    failure: str = ""
+    exception: str = ""
+    hint: str = ""
+
+    def __post_init__(self):
+        if self.part not in ("visible", "hidden") or self.status not in CHECK_STATUSES:
+            raise MessageError("check-result: its part or its status is not one the grader writes")
+
+
+CHECK_STATUSES = ("passed", "failed", "error", "timeout", "not-run")
+
+
+@dataclass
+class PredictionRead(Message):
+    """One prediction cell of a submitted notebook (``autograder.grading.report.predictions``): its id and
+    ``form`` (the cell's ``kind``: number, shape or choice) from the release, ``state`` (``answered``,
+    ``not_answered``, ``unreadable``) and the literal (plain JSON) when answered."""
+    KIND: ClassVar[str] = "prediction"
+    VERSION: ClassVar[int] = 1
+    id: str
+    form: str
+    state: str
+    value: Any = None
+
+    def __post_init__(self):
+        if self.state not in ("answered", "not_answered", "unreadable"):
+            raise MessageError("prediction: state is not one the grader writes")
+
+
+@dataclass
 class NotebookResult(Message):
     """One notebook's outcome, from the worker that graded it to the engine, and on into the report."""
     KIND: ClassVar[str] = "notebook-result"
-    VERSION: ClassVar[int] = 1
+    VERSION: ClassVar[int] = 2   # 2: checks and predictions
     student: str
     assignment: str
     notebook: str
@@ -162,6 +216,67 @@ class NotebookResult(Message):
     timings: dict[str, float] = field(default_factory=dict)  # runner.Run.timings, rounded
     notes: list[str] = field(default_factory=list)
     verdicts: dict[str, float] = field(default_factory=dict)  # runner.Run.verdicts: grade id -> points earned
+    checks: list[dict] = field(default_factory=list)          # CheckResult each (objects once read)
+    predictions: list[dict] = field(default_factory=list)     # PredictionRead each (objects once read)
 
     def __post_init__(self):
         self.status = Status(self.status)   # from a report's JSON, the status comes back as its text
+        self.checks = [CheckResult.from_dict(c) if isinstance(c, dict) else c for c in self.checks]
+        self.predictions = [PredictionRead.from_dict(p) if isinstance(p, dict) else p for p in self.predictions]
+
+    def to_dict(self) -> dict:
+        data = super().to_dict()
+        data["checks"] = [c.to_dict() for c in self.checks]
+        data["predictions"] = [p.to_dict() for p in self.predictions]
+        return data
+
+
+# ---------------------------------------------------------------- the grading command's report
+
+@dataclass
+class GradingReport(Message):
+    """``grading-report.json`` (or a shard's ``grading-report.shard-I-of-N.json``): what one grading run (``grade``)
+    or the join of a class's shards (``finish``) wrote, read back by ``finish``, the feedback service and the
+    class report through :meth:`read` alone. ``submissions``: one :class:`NotebookResult` per student and
+    notebook (objects once read). A run's own fields are None in ``finish``'s report and the reverse."""
+    KIND: ClassVar[str] = "grading-report"
+    VERSION: ClassVar[int] = 1
+    course: str
+    partial: bool
+    submissions: list[dict]
+    # a grading run's
+    jobs: int | None = None
+    sandbox: str | None = None
+    cgroups: str | None = None
+    kernel_package: str | None = None
+    settings: dict | None = None
+    limits: dict | None = None
+    gradebook_backup: str | None = None
+    references: dict | None = None
+    seconds: float | None = None
+    # finish's
+    finished_from: list[str] | None = None
+    shard_count: int | None = None
+    shards: dict | None = None
+    not_graded: list[dict] | None = None
+    graded_more_than_once: list[str] | None = None
+
+    def __post_init__(self):
+        self.submissions = [NotebookResult.from_dict(s) if isinstance(s, dict) else s for s in self.submissions]
+
+    def to_dict(self) -> dict:
+        data = super().to_dict()
+        data["submissions"] = [s.to_dict() for s in self.submissions]
+        return data
+
+    def write(self, path: Path) -> None:
+        """Write atomically (a reader never sees half a report), indented for a person."""
+        path = Path(path)
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        temporary.write_text(json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n")
+        temporary.replace(path)
+
+    @classmethod
+    def read(cls, path: Path) -> GradingReport:
+        """The report at ``path``; MessageError when it is not this version's (OSError when it cannot be read)."""
+        return cls.decode(Path(path).read_bytes())

@@ -3,10 +3,9 @@ the class, a notebook graded twice counted once, and every submission no shard g
 tests/e2e/test_slurm.py and tests/e2e/test_grading_postgres.py run it on graded classes."""
 from __future__ import annotations
 
-import json
-
 import pytest
 
+from autograder.grading.messages import GradingReport, NotebookResult
 from autograder.grading.plan import shards
 from autograder.grading.plan.planning import UsageError
 from autograder.grading.report import finish
@@ -15,13 +14,16 @@ LESSON = "01_tensors_and_views"
 
 
 def result(student, status="graded", score=0.0):
-    return {"student": student, "assignment": LESSON, "notebook": LESSON, "status": status, "score": score,
-            "max_score": 10.0}
+    return NotebookResult(student, LESSON, LESSON, status=status, score=score, max_score=10.0)
+
+
+def report(submissions):
+    return GradingReport(course="c", partial=False, submissions=submissions, settings={"assignments": None})
 
 
 def write_report(folder, shard, submissions):
     path = folder / shards.output_names(shard)[1]
-    path.write_text(json.dumps({"settings": {"assignments": None}, "submissions": submissions}))
+    report(submissions).write(path)
     return path
 
 
@@ -42,8 +44,8 @@ def test_reports_of_one_count(tmp_path):
 
 def test_graded_twice_counts_once_the_newer_report(tmp_path):
     """Reports come oldest first (finish sorts them by time): the newer result stands, once."""
-    older = (tmp_path / "old.json", {"submissions": [result("ann", "timeout")]})
-    newer = (tmp_path / "new.json", {"submissions": [result("ann", score=7.0), result("bob")]})
+    older = (tmp_path / "old.json", report([result("ann", "timeout")]))
+    newer = (tmp_path / "new.json", report([result("ann", score=7.0), result("bob")]))
     merged, twice = finish.merge([older, newer])
     assert [(r.student, r.status) for r in merged] == [("ann", "graded"), ("bob", "graded")]
     assert twice == [f"ann/{LESSON}/{LESSON}"]
@@ -55,12 +57,12 @@ def test_every_missing_submission_is_named_with_its_shard(tmp_path):
     shard_zero = [s for s in students if shards.shard_of(s, 2) == 0]
     late = shard_zero[-1]   # added after shard 0 ran
     found = {(0, 2): write_report(tmp_path, (0, 2), [result(s) for s in shard_zero if s != late])}
-    merged, _ = finish.merge([(found[(0, 2)], json.loads(found[(0, 2)].read_text()))])
+    merged, _ = finish.merge([(found[(0, 2)], finish.read_report(found[(0, 2)]))])
     missing = finish.not_graded(expected, merged, 2, found)
     assert sorted(m["student"] for m in missing) == sorted([late] + [s for s in students if s not in shard_zero])
     by_student = {m["student"]: m for m in missing}
     assert "does not hold it" in by_student[late]["why"] and by_student[late]["shard"] == 0
     other = next(s for s in students if s not in shard_zero)
     assert "wrote no report" in by_student[other]["why"] and by_student[other]["shard"] == 1
-    assert finish.not_graded(expected, merged + [r for r in finish.merge([(None, {"submissions": [
-        result(s) for s in students]})])[0]], 2, found) == []
+    assert finish.not_graded(expected, merged + [r for r in finish.merge([(None, report([
+        result(s) for s in students]))])[0]], 2, found) == []

@@ -38,9 +38,16 @@ SAMPLES = [
     messages.RecordRequest("01_tensors_and_views", "/course/.grading/staged", ["ann", "bob"]),
     messages.RecordAnswer(None),
     messages.RecordAnswer("nbgrader exited with 1"),
+    messages.CheckResult("test_a", "hidden", 2, 3, "failed", "dtype", "", "the misconception"),
+    messages.PredictionRead("01_x:shape", "shape", "answered", [2, 3]),
+    messages.GradingReport("/course", True, [messages.NotebookResult("bob", "01_x", "01_x").to_dict()], jobs=2,
+                           seconds=1.5, references={"01_x": {"source": "host"}}),
     messages.NotebookResult("ann", "01_x", "01_x", status=Status.TIMEOUT, reason="slow", score=1.5, max_score=3.0,
                             seconds=2.0, execution_seconds=1.0, kernel_start="warm", timings={"start": 0.2},
-                            notes=["graded again alone"], verdicts={"test_a": 1.5}),
+                            notes=["graded again alone"], verdicts={"test_a": 1.5},
+                            checks=[messages.CheckResult("test_a", "visible", 0, 0, "error", "exception",
+                                                         "ValueError").to_dict()],
+                            predictions=[messages.PredictionRead("01_x:pick", "choice", "unreadable").to_dict()]),
 ]
 IDS = [f"{type(m).__name__}-{i}" for i, m in enumerate(SAMPLES)]
 
@@ -115,6 +122,40 @@ def test_field_types_are_checked_inside_containers_and_never_echo_the_value():
     assert "SECRET" not in str(refused.value)
     assert messages.Forked.from_dict(dict(SAMPLES[5].to_dict())).sandboxed is False
     assert messages.NotebookResult.from_dict(dict(SAMPLES[-1].to_dict(), status="graded")).status is Status.GRADED
+
+
+def test_the_grading_report_reads_each_result_and_check_through_their_own_definitions(tmp_path):
+    """grading-report.json is one message: every submission in it a NotebookResult, every check a CheckResult,
+    each refused by name when it is not this version's or has a field of its own."""
+    report = messages.GradingReport("/course", False, [SAMPLES[-1].to_dict()], seconds=3.0)
+    report.write(tmp_path / "grading-report.json")
+    back = messages.GradingReport.read(tmp_path / "grading-report.json")
+    assert back == report and back.submissions[0].checks[0].exception == "ValueError"
+    assert back.submissions[0].predictions[0].state == "unreadable"
+    wire = report.to_dict()
+    for change, why in [
+            (lambda w: w.update(version=2), r"'grading-report' message of version 2"),
+            (lambda w: w.pop("kind") and w.pop("version"), "expected a 'grading-report' message"),
+            (lambda w: w.update(extra=1), "and 1 unknown"),
+            (lambda w: w["submissions"][0].update(version=1), r"'notebook-result' message of version 1"),
+            (lambda w: w["submissions"][0]["checks"][0].update(secret="x"), "check-result.* and 1 unknown"),
+            (lambda w: w["submissions"][0]["checks"][0].update(status="SECRET"), "status"),
+            (lambda w: w["submissions"][0]["predictions"][0].update(state="run"), "prediction: state")]:
+        broken = json.loads(json.dumps(wire))
+        change(broken)
+        (tmp_path / "broken.json").write_text(json.dumps(broken))
+        with pytest.raises(MessageError, match=why) as refused:
+            messages.GradingReport.read(tmp_path / "broken.json")
+        assert "SECRET" not in str(refused.value)
+
+
+def test_finish_refuses_a_shard_report_it_cannot_read_by_name(tmp_path):
+    from autograder.grading.plan.planning import UsageError
+    from autograder.grading.report import finish
+
+    (tmp_path / "grading-report.shard-0-of-2.json").write_text(json.dumps({"submissions": []}))   # unversioned
+    with pytest.raises(UsageError, match=r"grading-report.shard-0-of-2.json is not a grading report this version"):
+        finish.read_report(tmp_path / "grading-report.shard-0-of-2.json")
 
 
 def test_decode_one_of_names_the_kinds_it_takes():
@@ -222,7 +263,8 @@ def test_a_template_that_sends_what_the_launcher_cannot_read_is_gone_with_the_re
 SPEAKERS = ["autograder/warm/template.py", "autograder/warm/pool.py", "autograder/warm/provisioner.py",
             "autograder/warm/isolate.py", "autograder/grading/record/recording.py",
             "autograder/grading/run/worker.py", "autograder/grading/run/engine.py",
-            "autograder/grading/judging/judge.py"]
+            "autograder/grading/judging/judge.py", "autograder/grading/report/reporting.py",
+            "autograder/grading/report/finish.py"]
 HASHING = {("autograder/warm/pool.py", "template_key")}   # json.dumps of a key to hash, not a message
 
 

@@ -108,7 +108,7 @@ def cell(source: str, pid: str = "01_tensors:shape", **spec) -> nbformat.Noteboo
 ])
 def test_reader_takes_one_literal_assignment(source, state, value):
     (found,) = read.read_cells([cell(source)])
-    assert (found.id, found.kind, found.state, found.value) == ("01_tensors:shape", "shape", state, value)
+    assert (found.id, found.form, found.state, found.value) == ("01_tensors:shape", "shape", state, value)
 
 
 def test_reader_never_runs_the_cell(tmp_path):
@@ -148,3 +148,21 @@ def test_release_strips_the_answers(tmp_path):
 def test_committed_releases_hold_no_answer(lesson):
     release = nbformat.read(kit.REPO / "notebooks" / lesson / f"{lesson}.ipynb", as_version=4)
     assert all("answer" not in (read.meta(c) or {}) for c in release.cells)
+
+
+def test_a_submission_is_read_by_the_release_s_cells_not_its_own_metadata():
+    """Which cells are predictions, their ids and kinds come from the release; the student's copy gives only
+    the source of the cell with the same cell id (a forged or deleted prediction cell counts for nothing)."""
+    shape, pick = cell("prediction_shape = None"), cell("prediction_pick = None", "01_tensors:pick", kind="choice")
+    shape["id"], pick["id"] = "pred-shape", "pred-pick"
+    release = [shape, nbformat.v4.new_code_cell("x = 1"), pick]
+    mine = cell("prediction_shape = (4, 5)", "01_tensors:shape", kind="number")
+    mine["id"] = "pred-shape"
+    forged = cell("prediction_extra = 9", "01_tensors:extra", kind="number")
+    forged["id"] = "pred-extra"
+    again = cell("prediction_shape = (9, 9)")
+    again["id"] = "pred-shape"
+    found = read.submitted(release, [forged, mine, again])   # the pick cell was deleted
+    assert [(r.id, r.form, r.state, r.value) for r in found] == [
+        ("01_tensors:shape", "shape", read.ANSWERED, [4, 5]),
+        ("01_tensors:pick", "choice", read.NOT_ANSWERED, None)]

@@ -13,11 +13,11 @@ not complete; grading that shard again and finishing again completes it.
 """
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+from autograder.grading.messages import GradingReport, MessageError
 from autograder.grading.plan import shards
 from autograder.grading.plan.planning import UsageError, course_layout, discover, load_coursedir
 from autograder.grading.report.reporting import check_verdicts, read_scores, write_outputs
@@ -48,6 +48,15 @@ def run(args, parser) -> int:
         parser.error(str(exc))
 
 
+def read_report(path: Path) -> GradingReport:
+    """A shard's report, or UsageError saying which file is not one this version reads."""
+    try:
+        return GradingReport.read(path)
+    except (OSError, MessageError) as exc:
+        raise UsageError(f"{path.name} is not a grading report this version reads ({exc}); grade that shard "
+                         "again") from None
+
+
 def shard_reports(course: Path) -> dict[shards.Shard, Path]:
     """(index, count) -> the report that shard wrote in ``course``."""
     found = {}
@@ -74,14 +83,13 @@ def choose_count(found: dict[shards.Shard, Path], count: int | None) -> int:
                               "which run to finish with --shard-count N (or remove the old reports)")
 
 
-def merge(reports: list[tuple[Path, dict]]) -> tuple[list[NotebookResult], list[str]]:
+def merge(reports: list[tuple[Path, GradingReport]]) -> tuple[list[NotebookResult], list[str]]:
     """Every notebook result of ``reports`` (oldest first) once, the newest report's; and the notebooks that
     were graded more than once, as ``student/assignment/notebook``."""
     latest: dict[tuple[str, str, str], NotebookResult] = {}
     twice = set()
     for _, report in reports:
-        for item in report.get("submissions", []):
-            result = NotebookResult(**item)
+        for result in report.submissions:
             key = (result.student, result.assignment, result.notebook)
             if key in latest:
                 twice.add("/".join(key))
@@ -117,11 +125,10 @@ def finish(course: Path, count: int | None = None, assignments: list[str] | None
     found = shard_reports(course)
     count = choose_count(found, count if count is not None else configured)
     ours = {shard: path for shard, path in found.items() if shard[1] == count}
-    reports = sorted(((path, json.loads(path.read_text())) for path in ours.values()),
-                     key=lambda item: item[0].stat().st_mtime)
+    reports = sorted(((path, read_report(path)) for path in ours.values()), key=lambda item: item[0].stat().st_mtime)
     layout = course_layout(coursedir)
     if assignments is None:   # what the shards were asked to grade: all of them unless every shard narrowed it
-        chosen = [r.get("settings", {}).get("assignments") for _, r in reports]
+        chosen = [(r.settings or {}).get("assignments") for _, r in reports]
         assignments = sorted({a for c in chosen for a in c}) if chosen and all(chosen) else None
     selection = SimpleNamespace(assignments=assignments, students=None, shard=None)
     expected = discover(coursedir, selection, layout)
@@ -130,8 +137,8 @@ def finish(course: Path, count: int | None = None, assignments: list[str] | None
     strays = set()   # a student in a report of a shard that is not theirs: the hash or the report is not this run's
     for path, report in reports:
         index = shards.report_shard(path.name)[0]
-        strays |= {f"{item['student']} ({path.name})" for item in report.get("submissions", [])
-                   if shards.shard_of(item["student"], count) != index}
+        strays |= {f"{item.student} ({path.name})" for item in report.submissions
+                   if shards.shard_of(item.student, count) != index}
     scores, autos = read_scores(coursedir, [(r.student, r.assignment, r.notebook) for r in results])
     for r in results:
         r.score = float(scores.get((r.student, r.assignment, r.notebook)) or 0.0)
@@ -139,7 +146,7 @@ def finish(course: Path, count: int | None = None, assignments: list[str] | None
     missing = not_graded(expected, results, count, ours)
     meta = {"course": str(course), "finished_from": [path.name for path, _ in reports], "shard_count": count,
             "shards": {shards.tag(shards.report_shard(path.name)): {
-                key: report.get(key) for key in ("seconds", "jobs", "sandbox", "cgroups", "references")}
+                key: getattr(report, key) for key in ("seconds", "jobs", "sandbox", "cgroups", "references")}
                 for path, report in reports},
             "not_graded": missing, "graded_more_than_once": twice,
             "partial": assignments is not None}

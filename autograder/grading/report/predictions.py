@@ -12,22 +12,13 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass
+
+from autograder.grading.messages import PredictionRead
 
 KINDS = ("number", "shape", "choice")
 NAME = re.compile(r"[a-z][a-z0-9_]{0,40}")
 ID = re.compile(r"(\d\d_[a-z0-9_]+):([a-z][a-z0-9_]{0,40})")
 ANSWERED, NOT_ANSWERED, UNREADABLE = "answered", "not_answered", "unreadable"
-
-
-@dataclass(frozen=True)
-class Read:
-    """One prediction cell of a submitted notebook: its id, what the student wrote, and whether
-    it could be read. ``value`` is a JSON-able literal only when ``state`` is ``answered``."""
-    id: str
-    kind: str
-    state: str
-    value: object = None
 
 
 def meta(cell) -> dict | None:
@@ -85,11 +76,17 @@ def parse(source: str, name: str) -> tuple[str, object]:
         return UNREADABLE, None
 
 
-def read_cells(cells) -> list[Read]:
-    """Every prediction cell of a notebook's cells, in order, read without running anything.
+def _source(cell) -> str:
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else str(source)
+
+
+def read_cells(cells) -> list[PredictionRead]:
+    """Every prediction cell of a notebook's cells, in order, read without running anything (the cells'
+    own metadata says which: for a notebook the course wrote; a submission goes through :func:`submitted`).
 
     A cell whose metadata id is malformed is skipped (it is not a prediction the course defined)."""
-    found: list[Read] = []
+    found: list[PredictionRead] = []
     for cell in cells:
         spec = meta(cell)
         if spec is None:
@@ -98,11 +95,29 @@ def read_cells(cells) -> list[Read]:
             name = short_name(spec.get("id", ""))
         except ValueError:
             continue
-        source = cell.get("source", "")
-        source = "".join(source) if isinstance(source, list) else str(source)
-        state, value = parse(source, name)
-        kind = spec.get("kind") if spec.get("kind") in KINDS else "number"
-        found.append(Read(id=spec["id"], kind=kind, state=state, value=value))
+        state, value = parse(_source(cell), name)
+        form = spec.get("kind") if spec.get("kind") in KINDS else "number"
+        found.append(PredictionRead(spec["id"], form, state, value))
+    return found
+
+
+def submitted(release_cells, submitted_cells) -> list[PredictionRead]:
+    """The predictions of a submitted notebook: which cells are prediction cells, their ids and kinds come
+    from the release (a student controls a submission's metadata); each is found in the submission by its
+    cell id (the first cell of that id), and its source is read. A cell the student deleted is not answered."""
+    by_id: dict[str, object] = {}
+    for cell in submitted_cells:
+        if cell.get("cell_type") == "code" and isinstance(cell.get("id"), str):
+            by_id.setdefault(cell["id"], cell)
+    found: list[PredictionRead] = []
+    for ours in read_cells(release_cells):
+        release_cell = next(c for c in release_cells if (meta(c) or {}).get("id") == ours.id)
+        theirs = by_id.get(release_cell.get("id")) if release_cell.get("id") else None
+        if theirs is None:
+            found.append(PredictionRead(ours.id, ours.form, NOT_ANSWERED, None))
+            continue
+        state, value = parse(_source(theirs), short_name(ours.id))
+        found.append(PredictionRead(ours.id, ours.form, state, value))
     return found
 
 

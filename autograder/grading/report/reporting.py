@@ -4,13 +4,16 @@
 from __future__ import annotations
 
 import csv
-import json
+import os
 import sys
-from dataclasses import asdict
+import time
+from dataclasses import fields
 from pathlib import Path
 
 from autograder.grading.isolate import sandbox
+from autograder.grading.messages import GradingReport
 from autograder.grading.plan import shards
+from autograder.grading.plan.planning import GRADING_DIR
 from autograder.grading.run.worker import NotebookResult
 from autograder.grading.status import Status
 
@@ -148,8 +151,29 @@ def write_outputs(course: Path, results: list[NotebookResult], meta: dict, shard
         for key in sorted(merged):
             writer.writerow(merged[key])
     ordered = sorted(results, key=lambda r: (r.student, r.assignment, r.notebook))
-    report = dict(meta, submissions=[asdict(r) for r in ordered])
-    (course / report_name).write_text(json.dumps(report, indent=2) + "\n")
+    report = GradingReport(submissions=ordered, **meta)
+    report.write(course / report_name)
+    keep_run(course, report)
+
+
+RUNS = Path(GRADING_DIR) / "runs"   # every run's report, oldest first by name: the attempts the class report counts
+
+
+def keep_run(course: Path, report: GradingReport) -> Path:
+    """A copy of this run's report in ``.grading/runs/`` (the instructor's alone, 0700), named by the time it
+    was written: the feedback service grades each submission in a run of its own, so its course folder's runs
+    are each student's attempts in order."""
+    folder = course / RUNS
+    folder.mkdir(parents=True, exist_ok=True)
+    os.chmod(folder, 0o700)
+    path = folder / f"{time.time_ns():020d}-{os.getpid()}.json"
+    report.write(path)
+    return path
+
+
+def _fields(settings) -> dict:
+    """A settings dataclass's fields, as the report records them."""
+    return {field.name: getattr(settings, field.name) for field in fields(settings)}
 
 
 def report(run, results: list[NotebookResult], references: dict, seconds: float, progress: Progress) -> int:
@@ -158,8 +182,8 @@ def report(run, results: list[NotebookResult], references: dict, seconds: float,
     meta = {"course": str(settings.course), "jobs": settings.jobs,
             "sandbox": "bwrap" if run.limits.sandbox else "none", "cgroups": run.cgroups,
             "kernel_package": str(sandbox.kernel_package()),   # the autograder.kernel every kernel imported
-            "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(settings).items()},
-            "limits": asdict(run.limits), "gradebook_backup": run.backup,
+            "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in _fields(settings).items()},
+            "limits": _fields(run.limits), "gradebook_backup": run.backup,
             "references": {assignment: ref.summary() for assignment, ref in sorted(references.items())},
             "partial": bool(settings.students or settings.assignments or settings.shard),
             "seconds": round(seconds, 2)}

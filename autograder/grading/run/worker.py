@@ -26,6 +26,7 @@ from autograder.grading.intake import canonical, collect
 from autograder.grading.judging import judge
 from autograder.grading.messages import NotebookResult
 from autograder.grading.plan.settings import MAX_NOTEBOOK_BYTES, MAX_TIMESTAMP_BYTES, REFERENCE_GRACE_S, Limits
+from autograder.grading.report import outcomes, predictions
 from autograder.grading.status import Status, SubmissionError
 from autograder.kernel import protocol
 
@@ -137,6 +138,7 @@ def grade_notebook(job: Job, name: str, limits: Limits, present: list[str],
         if not reference:   # the engine found neither the host's reference nor the stored one
             raise judge.ReferenceMissing(f"no reference observations for {job.assignment}: run `make release` "
                                          "(the run's report says why the host's could not be made)")
+        checks = outcomes.of(run, reference)   # each check's outcome, before settle drops what it read
         judge.settle(run, reference)   # the verdict, written the way nbgrader reads it
         result.notes = built.notes + run.notes
         result.status, result.reason = run.status, run.reason
@@ -146,6 +148,7 @@ def grade_notebook(job: Job, name: str, limits: Limits, present: list[str],
             result.notes = built.findings + result.notes
         result.execution_seconds = run.execution_seconds
         result.verdicts = dict(run.verdicts)
+        result.checks, result.predictions = checks, predictions.submitted(release.cells, submitted.cells)
         result.kernel_start = run.kernel_start
         result.timings = {key: round(value, 3) for key, value in run.timings.items()}
         stage(job, name, run.nb, result)
