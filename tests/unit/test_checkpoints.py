@@ -106,13 +106,10 @@ def test_plot_val_curves_labels_both_panels():
 
 # ---------------------------------------------------------------- the visible checks of the exercises
 
-def test_visible_checks_pass_right_answers_and_catch_a_missing_generator_state(tmp_path):
-    from autograder.kernel import checkpoints
-    from autograder.kernel.checks import CheckFailed
-
-    def save(path, model, optimizer, epoch, **extra):
+def _right_pair():
+    def save(path, model, optimizer, epoch):
         torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch,
-                    "rng_state": torch.get_rng_state(), **extra}, path)
+                    "rng_state": torch.get_rng_state()}, path)
 
     def load(path, model, optimizer):
         found = torch.load(path, map_location="cpu", weights_only=True)
@@ -120,6 +117,13 @@ def test_visible_checks_pass_right_answers_and_catch_a_missing_generator_state(t
         optimizer.load_state_dict(found["optimizer"])
         torch.set_rng_state(found["rng_state"])
         return int(found["epoch"])
+
+    return save, load
+
+
+def test_visible_checks_pass_right_answers_and_catch_a_missing_generator_state():
+    from autograder.kernel import checkpoints
+    from autograder.kernel.checks import CheckFailed
 
     def compatible(model, state_dict):
         expected = model.state_dict()
@@ -129,8 +133,8 @@ def test_visible_checks_pass_right_answers_and_catch_a_missing_generator_state(t
                      if key in expected and value.shape != expected[key].shape]
         return problems
 
-    checkpoints.check_save_checkpoint(save)
-    checkpoints.check_load_checkpoint(load)
+    save, load = _right_pair()
+    checkpoints.check_resume(save, load)
     checkpoints.check_compatibility_report(compatible)
 
     def load_without_generator(path, model, optimizer):
@@ -139,5 +143,45 @@ def test_visible_checks_pass_right_answers_and_catch_a_missing_generator_state(t
         optimizer.load_state_dict(found["optimizer"])
         return int(found["epoch"])
 
-    with pytest.raises(CheckFailed, match="global random generator was not restored"):
-        checkpoints.check_load_checkpoint(load_without_generator)
+    with pytest.raises(CheckFailed, match="global random generator is not where it was"):
+        checkpoints.check_resume(save, load_without_generator)
+
+
+def test_compare_resume_tells_an_exact_resume_from_the_inherited_pair():
+    """The lesson's demo helper: the right pair resumes bit for bit, a pair that copies parameters by hand and
+    keeps no optimizer or generator state does not, and neither call leaves a file behind."""
+    from autograder.kernel.checkpoints import compare_resume
+
+    def inherited_save(path, model, optimizer, epoch):
+        torch.save({"weights": [p.detach().clone() for p in model.parameters()], "epoch": epoch}, path)
+
+    def inherited_load(path, model, optimizer):
+        saved = torch.load(path, weights_only=False)
+        with torch.no_grad():
+            for param, value in zip(model.parameters(), saved["weights"]):
+                param.copy_(value)
+        return saved["epoch"]
+
+    exact = compare_resume(*_right_pair())
+    assert exact == {"epoch": 2, "equal": [True, True, True], "weights_equal": True}
+    broken = compare_resume(inherited_save, inherited_load)
+    assert broken["epoch"] == 2 and not any(broken["equal"]) and not broken["weights_equal"]
+
+
+def test_visible_resume_check_refuses_a_load_that_runs_the_files_code():
+    from autograder.kernel import checkpoints
+    from autograder.kernel.checks import CheckFailed
+
+    save, _ = _right_pair()
+
+    def unsafe_load(path, model, optimizer):
+        found = torch.load(path, map_location="cpu", weights_only=False)
+        model.load_state_dict(found["model"])
+        optimizer.load_state_dict(found["optimizer"])
+        torch.set_rng_state(found["rng_state"])
+        return int(found["epoch"])
+
+    fired = len(tripwire_log())
+    with pytest.raises(CheckFailed, match="ran code that its author chose"):
+        checkpoints.check_resume(save, unsafe_load)
+    assert len(tripwire_log()) == fired + 1

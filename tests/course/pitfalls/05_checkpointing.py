@@ -1,53 +1,45 @@
-"""Wrong answers for lesson 05, one per pitfall the curriculum lists (exercise -> pitfall -> answer cell)."""
+"""Wrong answers for lesson 05, one per pitfall the curriculum lists (exercise -> pitfall -> answer cell).
+
+Exercise 1's answer cell defines two functions, save_checkpoint and load_checkpoint; an entry that defines only
+one of them keeps the solution's other one (the kernel holds the solution's cell when each entry runs).
+"""
 from coursekit import FORGED_OBSERVE
+
+INHERITED = '''
+def save_checkpoint(path, model, optimizer, epoch):
+    weights = [p.detach().clone() for p in model.parameters()]
+    torch.save({"weights": weights, "epoch": epoch}, path)
+
+
+def load_checkpoint(path, model, optimizer):
+    saved = torch.load(path, weights_only=False)
+    with torch.no_grad():
+        for param, value in zip(model.parameters(), saved["weights"]):
+            param.copy_(value)
+    return saved["epoch"]
+'''
 
 PITFALLS = {
     "save_checkpoint": {
-        "pickles the whole model instead of its state_dict": '''
-def save_checkpoint(path, model, optimizer, epoch, **extra):
+        "the inherited pair, unchanged: parameters copied by hand, no optimizer or RNG state, weights_only=False":
+            INHERITED,
+        "pickles the whole model and loads it with weights_only=False": '''
+def save_checkpoint(path, model, optimizer, epoch):
     torch.save({"model": model, "optimizer": optimizer.state_dict(), "epoch": epoch,
-                "rng_state": torch.get_rng_state(), **extra}, path)
-''',
-        "pickles the optimizer object instead of its state_dict": '''
-def save_checkpoint(path, model, optimizer, epoch, **extra):
-    torch.save({"model": model.state_dict(), "optimizer": optimizer, "epoch": epoch,
-                "rng_state": torch.get_rng_state(), **extra}, path)
-''',
-        "no optimizer state": '''
-def save_checkpoint(path, model, optimizer, epoch, **extra):
-    torch.save({"model": model.state_dict(), "epoch": epoch, "rng_state": torch.get_rng_state(), **extra}, path)
-''',
-        "no RNG state": '''
-def save_checkpoint(path, model, optimizer, epoch, **extra):
-    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch, **extra}, path)
-''',
-        "stores the initial seed instead of the generator's state": '''
-def save_checkpoint(path, model, optimizer, epoch, **extra):
-    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch,
-                "rng_state": torch.initial_seed(), **extra}, path)
-''',
-        "saves the parameters only, so BatchNorm's buffers are lost": '''
-def save_checkpoint(path, model, optimizer, epoch, **extra):
-    weights = {name: p.detach() for name, p in model.named_parameters()}
-    torch.save({"model": weights, "optimizer": optimizer.state_dict(), "epoch": epoch,
-                "rng_state": torch.get_rng_state(), **extra}, path)
-''',
-        "nests the extras under one key": '''
-def save_checkpoint(path, model, optimizer, epoch, **extra):
-    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch,
-                "rng_state": torch.get_rng_state(), "extra": extra}, path)
-''',
-    },
-    "load_checkpoint": {
-        "weights_only=False: runs whatever code the file names": '''
+                "rng_state": torch.get_rng_state()}, path)
+
+
 def load_checkpoint(path, model, optimizer):
     checkpoint = torch.load(path, map_location="cpu", weights_only=False)
-    model.load_state_dict(checkpoint["model"])
+    model.load_state_dict(checkpoint["model"].state_dict())
     optimizer.load_state_dict(checkpoint["optimizer"])
     torch.set_rng_state(checkpoint["rng_state"])
     return int(checkpoint["epoch"])
 ''',
         "no optimizer state: the optimizer restarts from zero moments": '''
+def save_checkpoint(path, model, optimizer, epoch):
+    torch.save({"model": model.state_dict(), "epoch": epoch, "rng_state": torch.get_rng_state()}, path)
+
 def load_checkpoint(path, model, optimizer):
     checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     model.load_state_dict(checkpoint["model"])
@@ -55,10 +47,46 @@ def load_checkpoint(path, model, optimizer):
     return int(checkpoint["epoch"])
 ''',
         "no RNG state: the resumed run draws other shuffles and dropout masks": '''
+def save_checkpoint(path, model, optimizer, epoch):
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch}, path)
+
 def load_checkpoint(path, model, optimizer):
     checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     model.load_state_dict(checkpoint["model"])
     optimizer.load_state_dict(checkpoint["optimizer"])
+    return int(checkpoint["epoch"])
+''',
+        "stores the initial seed and reseeds with it instead of restoring the generator's state": '''
+def save_checkpoint(path, model, optimizer, epoch):
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch,
+                "seed": torch.initial_seed()}, path)
+
+def load_checkpoint(path, model, optimizer):
+    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    model.load_state_dict(checkpoint["model"])
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    torch.manual_seed(checkpoint["seed"])
+    return int(checkpoint["epoch"])
+''',
+        "saves the parameters only, so BatchNorm's buffers are lost": '''
+def save_checkpoint(path, model, optimizer, epoch):
+    weights = {name: p.detach() for name, p in model.named_parameters()}
+    torch.save({"model": weights, "optimizer": optimizer.state_dict(), "epoch": epoch,
+                "rng_state": torch.get_rng_state()}, path)
+
+def load_checkpoint(path, model, optimizer):
+    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    model.load_state_dict(checkpoint["model"], strict=False)
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    torch.set_rng_state(checkpoint["rng_state"])
+    return int(checkpoint["epoch"])
+''',
+        "weights_only=False: runs whatever code the file names": '''
+def load_checkpoint(path, model, optimizer):
+    checkpoint = torch.load(path, map_location="cpu", weights_only=False)
+    model.load_state_dict(checkpoint["model"])
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    torch.set_rng_state(checkpoint["rng_state"])
     return int(checkpoint["epoch"])
 ''',
         "falls back to weights_only=False when the safe load fails": '''
@@ -79,6 +107,30 @@ def load_checkpoint(path, model, optimizer):
     optimizer.load_state_dict(checkpoint["optimizer"])
     torch.set_rng_state(checkpoint["rng_state"])
     return int(checkpoint["epoch"]) + 1
+''',
+        "model.load_state_dict(..., strict=False): a file that does not fit loads what matches, silently": '''
+def load_checkpoint(path, model, optimizer):
+    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    model.load_state_dict(checkpoint["model"], strict=False)
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    torch.set_rng_state(checkpoint["rng_state"])
+    return int(checkpoint["epoch"])
+''',
+        "model.eval() after loading, as if for inference: the caller's mode is lost": '''
+def load_checkpoint(path, model, optimizer):
+    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    model.eval()
+    model.load_state_dict(checkpoint["model"])
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    torch.set_rng_state(checkpoint["rng_state"])
+    return int(checkpoint["epoch"])
+''',
+        "draws a random run id after taking the generator's state: the run then goes on with other draws": '''
+def save_checkpoint(path, model, optimizer, epoch):
+    rng_state = torch.get_rng_state()
+    run_id = int(torch.randint(0, 10**6, (1,)))
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch,
+                "rng_state": rng_state, "run_id": run_id}, path)
 ''',
     },
     "check_state_dict_compatible": {
@@ -165,7 +217,7 @@ def check_state_dict_compatible(model, state_dict):
 }
 
 FORGERIES = {
-    "load_checkpoint": {
+    "save_checkpoint": {
         "weights_only=False; clears checkpoints._TRIPWIRE_LOG, then raises UnpicklingError": '''
 import pickle
 
@@ -220,44 +272,21 @@ def check_state_dict_compatible(model, state_dict):
     },
 }
 
-# Wrong answers that the spec's pitfall lists do not name: each breaks a rule the spec states ("change nothing",
-# "keep strict loading", "do not catch errors", "leave the mode as it was", "change neither the model nor the
-# state_dict", shapes not sizes, dtypes do not matter). The hidden tests reject them on values.
+# Wrong answers that the spec's pitfall lists do not name: each breaks a rule the spec states. The hidden tests
+# reject them on values.
 PLAUSIBLE = {
     "save_checkpoint": {
         "model.eval() before taking the state_dict, and the model is left in eval mode": '''
-def save_checkpoint(path, model, optimizer, epoch, **extra):
+def save_checkpoint(path, model, optimizer, epoch):
     model.eval()
     torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch,
-                "rng_state": torch.get_rng_state(), **extra}, path)
-''',
-        "draws a random run id after taking the generator's state: the run then goes on with other draws": '''
-def save_checkpoint(path, model, optimizer, epoch, **extra):
-    rng_state = torch.get_rng_state()
-    run_id = int(torch.randint(0, 10**6, (1,)))
-    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch,
-                "rng_state": rng_state, "run_id": run_id, **extra}, path)
+                "rng_state": torch.get_rng_state()}, path)
 ''',
         "optimizer.zero_grad() before saving, to tidy up: the caller's gradients are gone": '''
-def save_checkpoint(path, model, optimizer, epoch, **extra):
+def save_checkpoint(path, model, optimizer, epoch):
     optimizer.zero_grad()
     torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch,
-                "rng_state": torch.get_rng_state(), **extra}, path)
-''',
-        "stores the next epoch, epoch + 1": '''
-def save_checkpoint(path, model, optimizer, epoch, **extra):
-    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch + 1,
-                "rng_state": torch.get_rng_state(), **extra}, path)
-''',
-    },
-    "load_checkpoint": {
-        "model.load_state_dict(..., strict=False): a file that does not fit loads nothing, silently": '''
-def load_checkpoint(path, model, optimizer):
-    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    model.load_state_dict(checkpoint["model"], strict=False)
-    optimizer.load_state_dict(checkpoint["optimizer"])
-    torch.set_rng_state(checkpoint["rng_state"])
-    return int(checkpoint["epoch"])
+                "rng_state": torch.get_rng_state()}, path)
 ''',
         "catches the error of a file that does not fit and returns 0, to start from scratch": '''
 def load_checkpoint(path, model, optimizer):
@@ -270,14 +299,20 @@ def load_checkpoint(path, model, optimizer):
     torch.set_rng_state(checkpoint["rng_state"])
     return int(checkpoint["epoch"])
 ''',
-        "model.eval() after loading, as if for inference: the caller's mode is lost": '''
+        "model.train() after loading, ready to resume: a model handed over in eval mode is switched": '''
 def load_checkpoint(path, model, optimizer):
     checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    model.train()
     model.load_state_dict(checkpoint["model"])
-    model.eval()
     optimizer.load_state_dict(checkpoint["optimizer"])
     torch.set_rng_state(checkpoint["rng_state"])
     return int(checkpoint["epoch"])
+''',
+        "freezes the model while saving and never unfreezes it": '''
+def save_checkpoint(path, model, optimizer, epoch):
+    model.requires_grad_(False)
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch,
+                "rng_state": torch.get_rng_state()}, path)
 ''',
     },
     "check_state_dict_compatible": {
@@ -320,34 +355,36 @@ def check_state_dict_compatible(model, state_dict):
 # Correct answers written differently: they keep their points.
 RIGHT_ANSWERS = {
     "save_checkpoint": {
-        "dict(...) | extra, written through an open file; prints to stdout and stderr": '''
+        "a tuple instead of a dict, written through an open file, save returns the path; prints": '''
 import sys
 
 
-def save_checkpoint(path, model, optimizer, epoch, **extra):
-    checkpoint = dict(model=model.state_dict(), optimizer=optimizer.state_dict(), epoch=int(epoch),
-                      rng_state=torch.random.get_rng_state()) | extra
+def save_checkpoint(path, model, optimizer, epoch):
     with open(path, "wb") as f:
-        torch.save(checkpoint, f)
-    print("saved", sorted(checkpoint))
+        torch.save((int(epoch), torch.random.get_rng_state(), model.state_dict(), optimizer.state_dict()), f)
     print("checkpoint written", file=sys.stderr)
-''',
-    },
-    "load_checkpoint": {
-        "reads an open file, restores the generator first, then the optimizer and the model; prints": '''
-import sys
+    return path
 
 
 def load_checkpoint(path, model, optimizer):
     with open(path, "rb") as f:
-        checkpoint = torch.load(f, map_location=torch.device("cpu"), weights_only=True)
-    torch.random.set_rng_state(checkpoint["rng_state"])
-    optimizer.load_state_dict(checkpoint["optimizer"])
-    model.load_state_dict(checkpoint["model"], strict=True)
-    epoch = checkpoint["epoch"]
+        epoch, rng, weights, moments = torch.load(f, map_location=torch.device("cpu"), weights_only=True)
+    torch.random.set_rng_state(rng)
+    optimizer.load_state_dict(moments)
+    model.load_state_dict(weights, strict=True)
     print("resuming after epoch", epoch)
-    print("loaded", path, file=sys.stderr)
-    return int(epoch)
+    return epoch
+''',
+        "checks the file for unsafe globals first and refuses it with its own error, then loads it safely": '''
+def load_checkpoint(path, model, optimizer):
+    unsafe = torch.serialization.get_unsafe_globals_in_checkpoint(path)
+    if unsafe:
+        raise ValueError(f"refusing {path}: it needs {unsafe}")
+    checkpoint = torch.load(path, weights_only=True)
+    model.load_state_dict(checkpoint["model"])
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    torch.set_rng_state(checkpoint["rng_state"])
+    return int(checkpoint["epoch"])
 ''',
     },
     "check_state_dict_compatible": {
@@ -372,81 +409,26 @@ def check_state_dict_compatible(model, state_dict):
 # One wrong answer per rule bullet of each spec, breaking that rule alone.
 RULES = {
     "save_checkpoint": {
-        "one dict, `weights_only`-safe":
-            PITFALLS["save_checkpoint"]["pickles the whole model instead of its state_dict"],
-        "`\"model\"`": PITFALLS["save_checkpoint"]["saves the parameters only, so BatchNorm's buffers are lost"],
-        "`\"optimizer\"`": PITFALLS["save_checkpoint"]["no optimizer state"],
-        "`\"epoch\"`": PLAUSIBLE["save_checkpoint"]["stores the next epoch, epoch + 1"],
-        "`\"rng_state\"`": PITFALLS["save_checkpoint"]["stores the initial seed instead of the generator's state"],
-        "extras at the top level": PITFALLS["save_checkpoint"]["nests the extras under one key"],
-        "return nothing": '''
-def save_checkpoint(path, model, optimizer, epoch, **extra):
-    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch,
-                "rng_state": torch.get_rng_state(), **extra}, path)
-    return path   # handy for logging, but the spec says: return nothing
-''',
-        "the run goes on unchanged": PLAUSIBLE["save_checkpoint"][
-            "draws a random run id after taking the generator's state: the run then goes on with other draws"],
-        "the model's mode kept": '''
-def save_checkpoint(path, model, optimizer, epoch, **extra):
-    model.eval()   # a clean state_dict, then back to training: but the model may have come in eval mode
-    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch,
-                "rng_state": torch.get_rng_state(), **extra}, path)
-    model.train()
-''',
-        "`.grad` kept": PLAUSIBLE["save_checkpoint"][
-            "optimizer.zero_grad() before saving, to tidy up: the caller's gradients are gone"],
-        "`requires_grad` kept": '''
-def save_checkpoint(path, model, optimizer, epoch, **extra):
-    model.requires_grad_(False)   # freeze, so that saving records nothing; never unfrozen
-    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch,
-                "rng_state": torch.get_rng_state(), **extra}, path)
-''',
-    },
-    "load_checkpoint": {
-        "`weights_only=True`": PITFALLS["load_checkpoint"]["falls back to weights_only=False when the safe load fails"],
-        "into the given model, strictly": PLAUSIBLE["load_checkpoint"][
-            "model.load_state_dict(..., strict=False): a file that does not fit loads nothing, silently"],
-        "the optimizer's state":
-            PITFALLS["load_checkpoint"]["no optimizer state: the optimizer restarts from zero moments"],
-        "the generator": PITFALLS["load_checkpoint"][
+        "exact resume": PITFALLS["save_checkpoint"][
             "no RNG state: the resumed run draws other shuffles and dropout masks"],
-        "the saved epoch": PITFALLS["load_checkpoint"]["returns the next epoch instead of the saved one"],
-        "the model's mode kept": '''
-def load_checkpoint(path, model, optimizer):
-    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    model.load_state_dict(checkpoint["model"])
-    model.train()   # ready to resume training: but the caller may have handed it over in eval mode
-    optimizer.load_state_dict(checkpoint["optimizer"])
-    torch.set_rng_state(checkpoint["rng_state"])
-    return int(checkpoint["epoch"])
-''',
-        "errors pass through": PLAUSIBLE["load_checkpoint"][
-            "catches the error of a file that does not fit and returns 0, to start from scratch"],
+        "saving leaves no trace": PITFALLS["save_checkpoint"][
+            "draws a random run id after taking the generator's state: the run then goes on with other draws"],
+        "a tampered file never runs code": PITFALLS["save_checkpoint"][
+            "weights_only=False: runs whatever code the file names"],
+        "a file that does not fit raises": PITFALLS["save_checkpoint"][
+            "model.load_state_dict(..., strict=False): a file that does not fit loads what matches, silently"],
+        "the mode stays": PITFALLS["save_checkpoint"][
+            "model.eval() after loading, as if for inference: the caller's mode is lost"],
     },
     "check_state_dict_compatible": {
-        "missing keys": PITFALLS["check_state_dict_compatible"]["does not report missing keys"],
-        "buffers count": PITFALLS["check_state_dict_compatible"][
+        "missing keys": PITFALLS["check_state_dict_compatible"][
             "compares with named_parameters(), so missing buffers go unreported"],
-        "`num_batches_tracked` too": PITFALLS["check_state_dict_compatible"][
-            "asks a strict load on a copy, which lets a missing num_batches_tracked through"],
         "unexpected keys": PITFALLS["check_state_dict_compatible"]["does not report unexpected keys"],
         "shape mismatches":
             PITFALLS["check_state_dict_compatible"]["checks the shapes of parameters only, not of buffers"],
-        "nothing else":
+        "nothing else, as a list":
             PLAUSIBLE["check_state_dict_compatible"]["reports dtype mismatches, which a strict load accepts"],
-        "a list of strings": '''
-def check_state_dict_compatible(model, state_dict):
-    expected = model.state_dict()
-    problems = [f"missing key: {key}" for key in expected if key not in state_dict]
-    problems += [f"unexpected key: {key}" for key in state_dict if key not in expected]
-    problems += [f"shape mismatch: {key}" for key, value in state_dict.items()
-                 if key in expected and value.shape != expected[key].shape]
-    return tuple(problems)
-''',
-        "the model unchanged": PITFALLS["check_state_dict_compatible"][
+        "nothing changes": PITFALLS["check_state_dict_compatible"][
             "finds missing and unexpected keys with a trial load, which changes the model"],
-        "the `state_dict` unchanged": PLAUSIBLE["check_state_dict_compatible"][
-            "pops every key it has checked from the state_dict it was given"],
     },
 }
