@@ -100,16 +100,37 @@ def per_user(spawner):
 
 c.Spawner.pre_spawn_hook = per_user
 
-# ---- the feedback service: grades each submission in the exchange, returns feedback through it
-# (autograder/service). A managed service: the hub starts it, restarts it if it dies, stops it with the hub,
-# and gives it an API token of its own (JUPYTERHUB_API_TOKEN), which it needs for nothing yet: it serves no
-# web page and asks the hub nothing. It runs as the hub's user (root here): it reads every student's
-# inbound folder and writes the feedback, as nbgrader's instructor would.
-c.JupyterHub.services = [{
-    "name": "pte-feedback",
-    "command": [sys.executable, "-m", "autograder.service", "--course", STATE["course"],
-                "--exchange", STATE["exchange"]],
-    "cwd": STATE["course"],
-    "environment": {"OMP_NUM_THREADS": "1", "PATH": f"{BIN}:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"},
-}]
-c.JupyterHub.load_roles = [{"name": "pte-feedback", "services": ["pte-feedback"], "scopes": []}]
+# ---- the exchange and the feedback service, two managed services: the hub starts them, restarts one that dies,
+# stops them with itself, and gives each an API token of its own. Both run as the hub's user (root here).
+# pte-exchange (autograder/service/http.py) is the course's exchange over HTTP: a user's server sends its own
+# hub token ($JUPYTERHUB_API_TOKEN, which may reach this service: server_token_scopes below), the service asks
+# the hub whose it is, and keeps the submission, in that user's name, in its private folder
+# (STATE/service/exchange, root's, 0700). pte-feedback (autograder/service) grades what arrives there and
+# releases the feedback there; pte-exchange hands each page to its owner only. Its /report page is the class
+# report, for the hub group "instructors" only.
+EXCHANGE = STATE["exchange_service"]
+ACCESS_EXCHANGE = f"access:services!service={EXCHANGE}"
+ROOT_PATH = f"{BIN}:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
+c.JupyterHub.services = [
+    {"name": "pte-feedback",
+     "command": [sys.executable, "-m", "autograder.service", "--course", STATE["course"],
+                 "--exchange", STATE["service_exchange"]],
+     "cwd": STATE["course"],
+     "environment": {"OMP_NUM_THREADS": "1", "PATH": ROOT_PATH}},
+    {"name": EXCHANGE,
+     "url": f"http://127.0.0.1:{STATE['exchange_port']}",
+     "command": [sys.executable, "-m", "autograder.service.http", "--course", STATE["course"],
+                 "--exchange", STATE["service_exchange"], "--port", str(STATE["exchange_port"]),
+                 "--instructor-group", "instructors"],
+     "cwd": STATE["service_exchange"],
+     "oauth_no_confirm": True,
+     "environment": {"OMP_NUM_THREADS": "1", "PATH": ROOT_PATH}},
+]
+c.JupyterHub.load_roles = [
+    {"name": "pte-feedback", "services": ["pte-feedback"], "scopes": []},   # it asks the hub nothing
+    {"name": EXCHANGE, "services": [EXCHANGE], "scopes": []},   # it asks the hub only "whose is this token"
+    # every course user may use the exchange, from the browser (the report) and from their server (the token)
+    {"name": "pte-exchange-users", "groups": ["students", "instructors"], "scopes": [ACCESS_EXCHANGE]},
+]
+# the token of each user's server: the default (the "server" role) and the exchange
+c.Spawner.server_token_scopes = ["users:activity!user", "access:servers!server", ACCESS_EXCHANGE]
