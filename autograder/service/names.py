@@ -31,9 +31,16 @@ def id_problem(value: str) -> str:
 
 
 def shown(value: str | bytes, limit: int = 200) -> str:
-    """``value`` for a log line: printable ASCII as it is, everything else escaped (``repr``-style), cut at
-    ``limit`` characters."""
+    """``value`` for a log line: printable ASCII as it is, everything else escaped (``repr``-style: a byte
+    that is not UTF-8, as in a name ``os.listdir`` gives back, is ``\\xNN``), cut at ``limit`` characters."""
     if isinstance(value, bytes):
-        value = value.decode("utf-8", "backslashreplace")
-    text = "".join(ch if " " <= ch <= "~" and ch != "\\" else ascii(ch)[1:-1] for ch in value[:limit])
-    return text + ("..." if len(value) > limit else "")
+        value = value.decode("utf-8", "surrogateescape")
+    return "".join(escaped(ch) for ch in value[:limit]) + ("..." if len(value) > limit else "")
+
+
+def escaped(ch: str) -> str:
+    if " " <= ch <= "~" and ch != "\\":
+        return ch
+    if 0xDC80 <= ord(ch) <= 0xDCFF:   # a byte that is not UTF-8 (surrogateescape)
+        return f"\\x{ord(ch) - 0xDC00:02x}"
+    return ascii(ch)[1:-1]

@@ -120,7 +120,7 @@ class Queue:
 
     def graded_count(self, student: str, assignment: str | None = None, since: float | None = None) -> int:
         sql = ("SELECT COUNT(*) FROM submissions WHERE student = ? AND started IS NOT NULL AND "
-               "(state = 'grading' OR (state = 'done' AND status NOT IN ('refused', 'error')))")
+               "(state = 'grading' OR (state = 'done' AND status != 'refused'))")
         args: list = [student]
         if assignment is not None:
             sql += " AND assignment = ?"

@@ -119,6 +119,10 @@ class Service(Returning):
         if recovered:
             log.info("%d submission(s) were being graded when the service stopped: queued again", recovered)
 
+    def close(self) -> None:
+        self.queue.close()
+        self.lock.close()
+
     @property
     def inbound(self) -> Path:
         return Path(self.settings.inbound) if self.settings.inbound else self.exchange / self.course_id / "inbound"
@@ -183,7 +187,7 @@ class Service(Returning):
             name.encode("utf-8")
         except UnicodeEncodeError:
             self.ignored.add(name)
-            log.warning("%s: ignored, its name is not UTF-8", shown(os.fsencode(name)))
+            log.warning("%s: ignored, its name is not UTF-8", shown(name))
             return None
         parts = name.split("+")
         if len(parts) < 3 or parts[1] not in self.settings.assignments or self.queue.get(name) is not None:

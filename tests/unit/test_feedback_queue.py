@@ -147,3 +147,28 @@ def test_a_burst_settles_into_one_batch(tmp_path):
     assert queue.settling(T0 + 2.45, 1.0, 3.0, 30) and not queue.settling(T0 + 2.45, 1.0, 2.0, 30)   # at most
     assert not queue.settling(T0 + 2.5, 1.0, 20.0, 4)              # a full batch
     assert len(queue.take_batch(30, T0 + 3.4)) == 4
+
+
+def test_the_caps_hold_when_taken_across_assignments(tmp_path):
+    """Three assignments waiting at once, none graded yet when they were noticed: the daily cap of 2 lets two be
+    graded; the third is capped when taken (and listed for the service to tell its student)."""
+    queue = make(tmp_path, cooldown_s=0.0, max_per_day=2)
+    for stamp, assignment in (("01", "01_x"), ("02", "02_y"), ("03", "03_z")):
+        assert queue.add(name("ann", stamp, assignment), T0).state == "waiting"
+    taken = []
+    while batch := queue.take_batch(10, T0 + 1):
+        taken += batch
+        for entry in batch:
+            queue.finish(entry.inbound, "graded", now=T0 + 1)
+    assert len(taken) == 2, taken
+    [capped] = queue.capped
+    assert capped.state == "capped" and "a day" in capped.reason
+
+
+def test_a_refused_copy_is_not_counted_but_a_grading_is(tmp_path):
+    queue = make(tmp_path, cooldown_s=0.0, max_per_assignment=1)
+    queue.add(name("ann", "01"), T0)
+    queue.finish(queue.take(T0).inbound, "refused", "a symbolic link", now=T0)
+    queue.add(name("ann", "02"), T0)
+    queue.finish(queue.take(T0).inbound, "error", "the grading command failed", now=T0)
+    assert queue.add(name("ann", "03"), T0).state == "capped"
