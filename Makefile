@@ -27,9 +27,9 @@ export PATH := $(abspath $(BIN)):$(PATH)
 # One BLAS/OpenMP thread per process: the test workers and the grader's jobs already share the
 # cores, and oversubscribed threads spin-wait (a tiny forward pass went from 0.1 ms to 17 ms).
 # make release uses the same setting, so stored outputs match what the tests recompute.
-test test-quick release bench bench-grading bench-feedback: export OMP_NUM_THREADS ?= 1
+test test-quick release bench bench-grading bench-feedback bench-report: export OMP_NUM_THREADS ?= 1
 
-.PHONY: lab hub hub-deps test test-quick release grade bench bench-grading bench-feedback bench-tests student-edition test-gpu venv clean image
+.PHONY: lab hub hub-deps test test-quick release grade bench bench-grading bench-feedback bench-report bench-tests student-edition test-gpu venv clean image
 
 venv: $(STAMP)
 
@@ -108,6 +108,11 @@ bench-grading: $(STAMP)
 FEEDBACK_BENCH_ARGS ?=
 bench-feedback: $(STAMP)
 	$(PY) -m bench.bench_feedback $(FEEDBACK_BENCH_ARGS)
+
+## The class report of 300 synthetic graded submissions, rendered (REPORT_BENCH_ARGS: --students, --lessons)
+REPORT_BENCH_ARGS ?=
+bench-report: $(STAMP)
+	$(PY) -m bench.bench_report $(REPORT_BENCH_ARGS)
 
 ## Wall time of `make test` in a fresh clone, cold (venv created) and warm
 bench-tests:

@@ -1,9 +1,10 @@
-"""Command line: ``python -m autograder release|lessons|grade|finish ...`` (see ``--help``)."""
+"""Command line: ``python -m autograder release|lessons|grade|finish|report ...`` (see ``--help``)."""
 from __future__ import annotations
 
 import argparse
 import sys
 
+from autograder import classreport
 from autograder.grading import cli as grading_cli
 from autograder.grading.report import finish as grading_finish
 
@@ -21,12 +22,15 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("lessons", help="list the lesson ids")
     grading_cli.add_parser(commands)
     grading_finish.add_parser(commands)
+    classreport.add_parser(commands)
 
     args = parser.parse_args(argv)
     if args.command == "grade":
         return grading_cli.run(args, commands.choices["grade"])
     if args.command == "finish":
         return grading_finish.run(args, commands.choices["finish"])
+    if args.command == "report":
+        return classreport.run(args, commands.choices["report"])
     if args.command == "lessons":
         print("\n".join(course.lessons()))
         return 0
