@@ -35,6 +35,7 @@ from __future__ import annotations
 import ctypes
 import os
 import platform
+import re
 import resource
 import select
 import shutil
@@ -50,9 +51,13 @@ MS_REMOUNT, MS_BIND, MS_MOVE, MS_REC, MS_PRIVATE = 32, 4096, 8192, 16384, 1 << 1
 MNT_DETACH = 2
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 1, 4, 24, 38, 47
 PR_CAP_AMBIENT_CLEAR_ALL = 4
+CAPABILITY_VERSION_3 = 0x20080522
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "ppc64le": 203, "s390x": 217}
 ROOT_DIR = "/run/pte-warm-root"   # the mount point of each child's new root (in its own mount namespace)
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+DEV_LINKS = (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
+             ("stderr", "/proc/self/fd/2"), ("core", "/proc/kcore"), ("ptmx", "pts/ptmx"))
+PROC_COVERED = ("sys", "sysrq-trigger", "irq", "bus")
 TEST_HOOK = "PTE_WARM_TEST_NO_ISOLATION"
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -107,13 +112,7 @@ def launch(message: dict, report: int, become) -> None:
         os._exit(0)
     try:
         sandbox = Policy.from_message(message)
-        relay_flags, _ = warm_namespace_flags(sandbox)
-        for procs in sandbox.cgroup_procs:   # joined before the cgroup namespace hides the host's groups
-            with open(procs, "w") as handle:
-                handle.write(str(os.getpid()))
-        # only the PID namespace here (it is the next child's): the relay keeps the host's mounts and /proc
-        _check(_libc.unshare(relay_flags), "unshare(CLONE_NEWPID)")
-        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)   # the relay dies with the template
+        enter_relay(sandbox)
         ready_r, ready_w = os.pipe()
         life_r, life_w = os.pipe()   # PID 1 reads EOF here once the relay is gone
         init = os.fork()
@@ -136,6 +135,43 @@ def launch(message: dict, report: int, become) -> None:
     os.write(report, answer.encode())
     os.close(report)
     _relay(init, life_w)
+
+
+def enter_relay(sandbox: Policy) -> None:
+    """The relay's steps: its cgroups (joined before the cgroup namespace hides the host's groups), then only the
+    PID namespace (it is the next child's: the relay keeps the host's mounts and /proc), and death with the
+    template."""
+    relay_flags, _ = warm_namespace_flags(sandbox)
+    for procs in sandbox.cgroup_procs:
+        with open(procs, "w") as handle:
+            handle.write(str(os.getpid()))
+    _check(_libc.unshare(relay_flags), "unshare(CLONE_NEWPID)")
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def enter_init(sandbox: Policy) -> None:
+    """PID 1's steps before it forks the kernel: death with the relay, the other namespaces, the file system."""
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    _check(_libc.unshare(warm_namespace_flags(sandbox)[1]), "unshare")
+    build_root(sandbox)
+
+
+def enter_kernel(sandbox: Policy) -> None:
+    """The kernel's steps before it becomes the kernel: its own session, the drop, death with PID 1 (set after
+    the uid change, which clears it), its work folder."""
+    os.setsid()
+    drop(sandbox)
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    os.chdir(sandbox.work)
+
+
+def kernel_env(sandbox: Policy, env: dict[str, str]) -> dict[str, str]:
+    """The environment a sandboxed kernel starts with: ``env`` with the policy's variables set and its leftovers
+    unset (bubblewrap's ``--setenv`` and the cold shell line's ``unset`` do the same)."""
+    env = {**env, **dict(sandbox.env)}
+    for name in sandbox.unset_env:
+        env.pop(name, None)
+    return env
 
 
 def _init_answer(raw: bytes) -> KernelStarted | SandboxFailed:
@@ -165,18 +201,14 @@ def _init(sandbox: Policy, ready: int, life: int, become) -> None:
     grading worker that is killed takes its template, relay, PID 1 and kernel with it. ``life`` is the read
     end of a pipe only the relay writes to: EOF there means the relay ended before the signal was set."""
     try:
-        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        _check(_libc.unshare(warm_namespace_flags(sandbox)[1]), "unshare")
-        build_root(sandbox)
+        enter_init(sandbox)
         kernel = os.fork()
     except Exception as error:
         os.write(ready, SandboxFailed.of(error).encode())
         os._exit(1)
     if kernel == 0:
         try:
-            os.setsid()
-            drop(sandbox)
-            _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)   # after the uid change, which clears it
+            enter_kernel(sandbox)
         except Exception as error:
             os.write(ready, SandboxFailed.of(error).encode())
             os._exit(1)
@@ -221,28 +253,32 @@ def _relay(init: int, life: int) -> None:
     os._exit(code & 0xFF)
 
 
-def _bind(source: str, target: str, readonly: bool) -> None:
+def _bind(source: str, target: str, readonly: bool, devices: bool = False) -> None:
+    """bubblewrap's bind: recursive, then the target and each submount remounted with the flags they had, plus
+    nosuid, nodev (not for a device) and read-only when asked (a recursive bind keeps the submounts' own)."""
     if os.path.isdir(source):
         os.makedirs(target, exist_ok=True)
     else:
         os.makedirs(os.path.dirname(target), exist_ok=True)
         open(target, "a").close()
     _mount(source, target, None, MS_BIND | MS_REC)
-    if readonly:
-        _mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
-        for point in _submounts(target):   # a recursive bind keeps submounts writable: each is remounted
-            _mount(None, point, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    added = MS_NOSUID | (0 if devices else MS_NODEV) | (MS_RDONLY if readonly else 0)
+    for point in [target, *_submounts(target)]:
+        kept = os.statvfs(point).f_flag & (MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)   # ST_* == MS_* bits
+        _mount(None, point, None, MS_REMOUNT | MS_BIND | kept | added)
 
 
 def _submounts(target: str) -> list[str]:
+    """The mount points below ``target`` (mountinfo writes a space, a tab, a newline and a backslash in octal)."""
     with open("/proc/self/mountinfo") as info:
-        points = [line.split()[4] for line in info]
+        points = [re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), line.split()[4]) for line in info]
     return [p for p in points if p.startswith(target.rstrip("/") + "/")]
 
 
-def _tmpfs(target: str, size: int, mode: str = "1777", extra: int = 0) -> None:
+def _tmpfs(target: str, size: int, mode: str = "1777") -> None:
+    """bubblewrap's ``--tmpfs``: nosuid, nodev (executable, as bubblewrap has no option for noexec)."""
     os.makedirs(target, exist_ok=True)
-    _mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV | extra, f"size={size},mode={mode}")
+    _mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode={mode}")
 
 
 def _loopback_up() -> None:
@@ -255,19 +291,28 @@ def _loopback_up() -> None:
 
 
 def _dev(target: str) -> None:
-    """A minimal ``/dev``: a small tmpfs with the harmless devices bound from the host and the usual links."""
-    _tmpfs(target, 1 << 20, "0755", MS_NOEXEC)
+    """bubblewrap's ``--dev``: a small tmpfs with the harmless devices bound from the host, the usual links, a
+    devpts of its own and an empty ``shm``."""
+    _tmpfs(target, 1 << 20, "0755")
     for device in DEVICES:
         if os.path.exists("/dev/" + device):
-            _bind("/dev/" + device, f"{target}/{device}", readonly=False)
-    for name, link in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
-                       ("stderr", "/proc/self/fd/2")):
+            _bind("/dev/" + device, f"{target}/{device}", readonly=False, devices=True)
+    for name, link in DEV_LINKS:
         os.symlink(link, f"{target}/{name}")
+    os.makedirs(f"{target}/shm", exist_ok=True)
+    os.makedirs(f"{target}/pts", exist_ok=True)
+    _mount("devpts", f"{target}/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620")
 
 
 def _proc(target: str) -> None:
+    """bubblewrap's ``--proc``: this namespace's processes only, and the parts of it that write to the host's
+    kernel (where still writable) covered read-only."""
     os.makedirs(target, exist_ok=True)
-    _mount("proc", target, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)   # this namespace's processes only
+    _mount("proc", target, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    for name in PROC_COVERED:
+        if os.access(f"{target}/{name}", os.W_OK):
+            _mount(f"{target}/{name}", f"{target}/{name}", None, MS_BIND)
+            _mount(None, f"{target}/{name}", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
 
 
 def build_root(sandbox: Policy) -> None:
@@ -281,7 +326,7 @@ def build_root(sandbox: Policy) -> None:
     for step in warm_mount_steps(sandbox):
         kind, target = step[0], new + (step[2] if step[0] == "bind" else step[1])
         if kind == "tmpfs":
-            _tmpfs(target, step[2], step[3], MS_NOEXEC if step[4] else 0)
+            _tmpfs(target, step[2], step[3])
         elif kind == "bind":
             _bind(step[1], target, readonly=step[3])
         elif kind == "dev":
@@ -301,6 +346,20 @@ def build_root(sandbox: Policy) -> None:
     _loopback_up()
 
 
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def _clear_capabilities() -> None:
+    """capset(2): effective, permitted and inheritable all empty (setpriv's ``--inh-caps=-all`` for the last)."""
+    data = (_CapData * 2)()
+    _check(_libc.capset(ctypes.byref(_CapHeader(CAPABILITY_VERSION_3, 0)), data), "capset")
+
+
 def drop(sandbox: Policy) -> None:
     """In the kernel: its limits, then the policy's unprivileged user with no capability left."""
     for name, value in sandbox.rlimits().items():
@@ -317,11 +376,14 @@ def drop(sandbox: Policy) -> None:
     if sandbox.no_new_privs:
         _prctl(PR_SET_NO_NEW_PRIVS, 1)
     os.setresuid(sandbox.uid, sandbox.uid, sandbox.uid)   # without SECBIT_KEEP_CAPS this clears the permitted set
+    if sandbox.drop_capabilities:
+        _clear_capabilities()
     _prctl(PR_SET_DUMPABLE, 1)
     with open("/proc/self/status") as status:
-        effective = next(line.split()[1] for line in status if line.startswith("CapEff:"))
-    if int(effective, 16) != 0 or os.getuid() != sandbox.uid:
-        raise IsolationError(0, f"capabilities left after the drop: {effective}")
+        sets = {line.split(":")[0]: int(line.split()[1], 16) for line in status if line.startswith("Cap")}
+    left = sets if sandbox.drop_capabilities else {"CapEff": sets.get("CapEff", 1)}
+    if any(left.values()) or len(sets) < 5 or os.getuid() != sandbox.uid:
+        raise IsolationError(0, f"capabilities left after the drop: {sets}")
 
 
 def copy_font_cache(message: dict, home: str) -> None:

@@ -34,6 +34,7 @@ from jupyter_client.provisioning.provisioner_base import KernelProvisionerBase
 
 from autograder.grading.isolate.policy import Policy
 from autograder.grading.messages import ForkRequest, StartCold
+from autograder.warm import isolate
 from autograder.warm.pool import ForkedProcess, TemplateGone, get_template
 
 # The grader's sandbox spec (autograder.warm.isolate.spec) travels as this argument of ``start_kernel``, which
@@ -174,10 +175,7 @@ class ForkingProvisioner(LocalProvisioner):
         """Fork the kernel and set what LocalProvisioner.launch_kernel sets; the reason to go cold, or None."""
         template = get_template(template_env(env, sandbox), self.log)
         if sandbox is not None:   # the policy's environment, as bubblewrap's --setenv gives a cold kernel
-            policy = Policy.from_message(sandbox)
-            env.update(policy.env)
-            for name in policy.unset_env:
-                env.pop(name, None)
+            env = isolate.kernel_env(Policy.from_message(sandbox), env)
         elif kwargs.get("independent"):
             env.pop("JPY_PARENT_PID", None)
         else:

@@ -95,11 +95,6 @@ class KernelGroups:
     procs: list[Path]
     memory: Path
 
-    def join_prefix(self) -> list[str]:
-        """A command prefix that moves the command into the groups (as root, before the sandbox starts)."""
-        script = "".join(f'echo $$ > "${index + 1}" && ' for index in range(len(self.procs)))
-        return ["sh", "-c", script + f'shift {len(self.procs)} && exec "$@"', "sh", *map(str, self.procs)]
-
     def oom_killed(self) -> bool:
         """Did the memory limit kill a process of this kernel?"""
         for name in ("memory.events", "memory.oom_control"):

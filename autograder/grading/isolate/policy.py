@@ -4,7 +4,8 @@
 namespaces it lives in, the user it runs as, the limits it runs under, the CPUs it may use, the cgroups it joins
 and the environment it starts with. It is built once per kernel (``sandbox.policy``) and never spelled again:
 
-- a **cold** kernel's command line (bubblewrap, setpriv, prlimit, taskset) is :func:`cold_command`;
+- a **cold** kernel's command line (its cgroups, taskset, prlimit, bubblewrap, setpriv) is :func:`cold_command`,
+  and without a sandbox (``--sandbox none``) :func:`unsandboxed_command` (cgroups, taskset, prlimit);
 - a **warm** kernel's child (``autograder.warm.isolate``) receives :meth:`Policy.to_message` as the ``pte_sandbox``
   argument of ``start_kernel``, reads it back with :meth:`Policy.from_message` (a message of another
   :data:`VERSION` is refused, so the kernel starts nowhere), and runs :func:`warm_mount_steps` and
@@ -47,7 +48,6 @@ class Mount:
     source: str = ""
     size: int = 0
     mode: str = ""
-    noexec: bool = False
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ class Policy:
         folder it shares with the grader, and the font cache."""
         steps = [Mount("dev", "/dev"), Mount("proc", "/proc"),
                  Mount("tmpfs", "/tmp", size=self.disk_bytes, mode="1777"),
-                 Mount("tmpfs", "/dev/shm", size=self.disk_bytes, mode="1777", noexec=True)]
+                 Mount("tmpfs", "/dev/shm", size=self.disk_bytes, mode="1777")]
         steps += [Mount("ro-bind", root, source=root) for root in self.roots]
         if self.mpl_cache:
             steps.append(Mount("ro-bind", self.mpl_target, source=self.mpl_cache))
@@ -192,18 +192,37 @@ def bwrap_args(policy: Policy, as_root: bool) -> list[str]:
     return args + ["--"]
 
 
+def _limits_prefix(policy: Policy, have_taskset: bool, rlimits: dict[str, int]) -> list[str]:
+    """The policy's cgroups joined (a shell that writes its pid into each ``cgroup.procs`` and stops at the first
+    write that fails), its CPU set (taskset) and ``rlimits`` (prlimit). A CPU set that cannot be applied is a
+    PolicyError: the kernel does not start."""
+    if policy.cpus and not have_taskset:
+        raise PolicyError(f"the kernel is to run on CPUs {policy.cpus}, and taskset is missing on this host")
+    prefix: list[str] = []
+    if policy.cgroup_procs:
+        script = "".join(f'echo $$ > "${index + 1}" && ' for index in range(len(policy.cgroup_procs)))
+        prefix = ["sh", "-c", script + f'shift {len(policy.cgroup_procs)} && exec "$@"', "sh", *policy.cgroup_procs]
+    if policy.cpus:
+        prefix += ["taskset", "-c", policy.cpus]
+    return prefix + ["prlimit", *(f"{PRLIMIT_OPTIONS[name]}={value}" for name, value in rlimits.items()), "--"]
+
+
+def unsandboxed_command(policy: Policy, have_taskset: bool = True) -> list[str]:
+    """``--sandbox none``: what is left of the policy without a sandbox, its cgroups, CPU set and rlimits, less
+    RLIMIT_NPROC (the kernel runs as the grader's own user, whose every process it would count)."""
+    return _limits_prefix(policy, have_taskset, {k: v for k, v in policy.rlimits().items() if k != "RLIMIT_NPROC"})
+
+
 def cold_command(policy: Policy, as_root: bool, have_taskset: bool = True) -> list[str]:
-    """The whole command line that wraps a cold kernel's own: taskset, prlimit, bubblewrap, the drop of the
-    user and every capability (setpriv as root; bubblewrap's user namespace otherwise), the font cache copied
-    into the empty work folder, the environment's leftovers unset."""
-    limits = policy.rlimits()
-    outer = dict(limits)
+    """The whole command line that wraps a cold kernel's own: its cgroups, taskset, prlimit, bubblewrap, the drop
+    of the user and every capability (setpriv as root; bubblewrap's user namespace otherwise), the font cache
+    copied into the empty work folder, the environment's leftovers unset."""
+    outer = policy.rlimits()
     inner: dict[str, int] = {}
     if not as_root and "RLIMIT_NPROC" in outer:
         # not root: RLIMIT_NPROC set inside bubblewrap's user namespace counts that namespace's processes only
         inner["RLIMIT_NPROC"] = outer.pop("RLIMIT_NPROC")
-    prefix = ["taskset", "-c", policy.cpus] if policy.cpus and have_taskset else []
-    prefix += ["prlimit", *(f"{PRLIMIT_OPTIONS[name]}={value}" for name, value in outer.items()), "--"]
+    prefix = _limits_prefix(policy, have_taskset, outer)
     args = bwrap_args(policy, as_root)
     if as_root:
         drop = ["setpriv", f"--reuid={policy.uid}", f"--regid={policy.gid}", "--clear-groups"]
@@ -238,12 +257,12 @@ def warm_namespace_flags(policy: Policy) -> tuple[int, int]:
 
 
 def warm_mount_steps(policy: Policy) -> list[tuple]:
-    """The warm child's mount steps under its new root, as data: ``("tmpfs", target, size, mode, noexec)``,
+    """The warm child's mount steps under its new root, as data: ``("tmpfs", target, size, mode)``,
     ``("bind", source, target, readonly)``, ``("dev", target)``, ``("proc", target)``."""
     steps: list[tuple] = []
     for mount in policy.mounts():
         if mount.kind == "tmpfs":
-            steps.append(("tmpfs", mount.target, mount.size, mount.mode, mount.noexec))
+            steps.append(("tmpfs", mount.target, mount.size, mount.mode))
         elif mount.kind in ("ro-bind", "bind"):
             steps.append(("bind", mount.source, mount.target, mount.kind == "ro-bind"))
         elif mount.kind in ("dev", "proc"):

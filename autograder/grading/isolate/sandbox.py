@@ -28,7 +28,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from autograder.grading.isolate.policy import NOBODY, Policy, cold_command
+from autograder.grading.isolate.policy import NOBODY, Policy, cold_command, unsandboxed_command
 from autograder.grading.plan.settings import PRLIMIT_FSIZE_MB, PRLIMIT_NOFILE, RUNTIME_MB
 from autograder.kernel import paths
 
@@ -130,17 +130,16 @@ def policy(work_dir: Path, runtime_dir: Path, limits, cgroup_procs: list[str] | 
                   cpus=limits.cpus or "", mpl_cache=mpl, cgroup_procs=tuple(cgroup_procs or ()))
 
 
-def command_prefix(work_dir: Path, runtime_dir: Path, limits, cgroup: bool = False) -> list[str]:
+def command_prefix(work_dir: Path, runtime_dir: Path, limits, cgroup_procs: list[str] | None = None) -> list[str]:
     """The command that wraps a cold kernel's own command line (``limits``: a settings.Limits): the policy's
-    cold translation, or without a sandbox (``--sandbox none``) only the CPU set and the rlimits."""
+    cold translation, or without a sandbox (``--sandbox none``) what is left of the same policy (its cgroups,
+    CPU set and rlimits). ``cgroup_procs``: the ``cgroup.procs`` of the kernel's own groups. PolicyError where the
+    policy cannot be applied here (a CPU set without taskset): the kernel must not start."""
+    have_taskset = shutil.which("taskset") is not None
+    kernel_policy = policy(work_dir, runtime_dir, limits, cgroup_procs)
     if limits.sandbox:
-        return cold_command(policy(work_dir, runtime_dir, limits, cgroup=cgroup), running_as_root(),
-                            have_taskset=shutil.which("taskset") is not None)
-    prefix = ["prlimit", f"--data={limits.memory_mb * 1024 * 1024}", f"--fsize={PRLIMIT_FSIZE_MB * 1024 * 1024}",
-              "--core=0", f"--nofile={PRLIMIT_NOFILE}", "--"]
-    if limits.cpus and shutil.which("taskset"):
-        prefix = ["taskset", "-c", limits.cpus] + prefix
-    return prefix
+        return cold_command(kernel_policy, running_as_root(), have_taskset=have_taskset)
+    return unsandboxed_command(kernel_policy, have_taskset=have_taskset)
 
 
 def warm_spec(work_dir: Path, runtime_dir: Path, limits, cgroup_procs: list[str]) -> dict:

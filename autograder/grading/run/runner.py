@@ -21,6 +21,7 @@ import psutil
 from nbclient.exceptions import DeadKernelError
 
 from autograder.grading.isolate import cgroups, sandbox
+from autograder.grading.isolate.policy import PolicyError
 from autograder.grading.plan.settings import (
     CGROUP_MEMORY_HEADROOM_MB,
     MAX_OUTPUT_DEPTH,
@@ -169,11 +170,17 @@ async def _run(run: Run, limits: Limits, work: Path, runtime: Path, warm: bool) 
     km.connection_file = str(runtime / "kernel.json")
     km.session.unpacker = f"{__name__}.{read_message_part.__name__}"   # jupyter_client's documented option
     groups = _kernel_groups(runtime, limits, run)
+    procs = [str(p) for p in groups.procs] if groups else []
     if warm:
         km.sandboxed = True   # the prefix stays empty: the forking provisioner's child builds the same sandbox
     else:
-        km.prefix = ((groups.join_prefix() if groups else [])
-                     + sandbox.command_prefix(work, runtime, limits, cgroup=groups is not None))
+        try:   # cgroups, CPU set, limits and sandbox: all from the one policy
+            km.prefix = sandbox.command_prefix(work, runtime, limits, procs)
+        except PolicyError as refused:   # asked for and not applicable here: no kernel starts (fail closed)
+            run.status, run.reason = Status.ERROR, f"the kernel's sandbox cannot be made here: {refused}"[:300]
+            if groups:
+                groups.remove()
+            return
     client = make_client(nb, km, limits, work)
     client.replies = run.replies
     run.test_cells = {i for i, c in enumerate(nb.cells) if protocol.is_test_cell(c)}
@@ -184,8 +191,7 @@ async def _run(run: Run, limits: Limits, work: Path, runtime: Path, warm: bool) 
                    **{outputcap.ENV: str(int(client.FLOOD_FACTOR * client.output_limit))})
         start = {"env": env}
         if warm:   # an argument of start_kernel, for the forking provisioner only (see kernel_client)
-            start[SANDBOX_ARG] = sandbox.warm_spec(work, runtime, limits,
-                                                   [str(p) for p in groups.procs] if groups else [])
+            start[SANDBOX_ARG] = sandbox.warm_spec(work, runtime, limits, procs)
         async with client.async_setup_kernel(**start):
             run.kernel_start = "warm" if warm else "cold"
             run.timings["start"] = time.monotonic() - started
