@@ -161,7 +161,8 @@ class CheckResult(Message):
     ``malformed``, ``not-run``), "" when it passed. ``exception``: the type name of an exception, only one of
     :data:`autograder.grading.report.outcomes.KNOWN_EXCEPTIONS` (anything else is ``other``). ``hint``: the
     check's hint as the course defines it (the reference's for a hidden check; for the visible part, the one
-    literal of the instructor's visible test code that the failure named), never the kernel's text."""
+    literal of the instructor's visible test code or of the course's kernel package that the failure named), never
+    the kernel's text."""
     KIND: ClassVar[str] = "check-result"
     VERSION: ClassVar[int] = 1
     grade_id: str

@@ -75,6 +75,11 @@ def test_the_visible_part_gives_a_known_exception_name_and_only_a_hint_the_test_
     assert (visible.status, visible.failure, visible.exception, visible.hint) == (
         "failed", "check", "CheckFailed", VISIBLE_HINT)
     assert {h.status for h in hidden} == {"not-run"}
+    course_words = "is an integer type, but class indices are expected as torch.long (int64): use .long()."
+    helper = nbformat.v4.new_output("error", ename="CheckFailed", evalue="to_class_labels(int32 SECRET): dtype "
+                                    f"torch.int32\nLikely mistake: {course_words}", traceback=[])
+    [visible, *_] = outcomes.of(run_of([helper], reply="error"), REFERENCE)
+    assert visible.hint == course_words, "a sentence of the course's check helpers, named by the failure"
     forged = nbformat.v4.new_output("error", ename="SECRET_ClassName", evalue="Likely mistake: SECRET words here",
                                     traceback=[])
     [visible, *_] = outcomes.of(run_of([forged], reply="error"), REFERENCE)

@@ -4,8 +4,9 @@ Decided from what the judge trusts and nothing else. A hidden check's outcome is
 ``observations.compare`` of the kernel's observation with the reference (the kind of difference only, never
 the values) and its hint is the reference's. The visible part of a test cell is one entry: whether it
 raised, the exception's type name only when it is one the course or Python defines (a student can raise a
-class of any name), and the hint only as a literal of the instructor's visible test code that the failure
-quoted (so the kernel can pick one of the course's own sentences at most, never write one). Hidden inputs,
+class of any name), and the hint only as a literal of the instructor's visible test code or of the course's
+kernel package (the checks' helpers) that the failure quoted: the kernel can pick one of the course's own
+sentences at most, never write one. Hidden inputs,
 expected values, labels (which name inputs) and anything else the kernel printed stay out.
 
 Computed before :func:`autograder.grading.judging.judge.settle` rewrites the notebook (it drops the
@@ -15,6 +16,8 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
+from pathlib import Path
 
 from autograder.grading.messages import CheckResult
 from autograder.grading.status import Status
@@ -27,6 +30,7 @@ KNOWN_EXCEPTIONS = frozenset(
     + ["CheckFailed", "HiddenTestFailed", "OutputFlood"])
 CHECK_FAILURES = ("AssertionError", "CheckFailed")   # a check said no (anything else: the code raised)
 MIN_HINT_WORDS = 4
+LIKELY = "Likely mistake:"   # how the course's checks introduce the misconception (checks.fail)
 
 
 def exception_name(name: object) -> str:
@@ -37,21 +41,36 @@ def _words(text: str) -> str:
     return " ".join(str(text).split())
 
 
-def visible_hints(source: str) -> list[str]:
-    """The sentences of a test cell's visible code that a failure may quote: its string literals of at least
-    :data:`MIN_HINT_WORDS` words (an f-string's literal parts too), longest first."""
-    visible, _ = protocol.split_hidden(source)
+def _sentences(source: str) -> set[str]:
+    """A source's string literals of at least :data:`MIN_HINT_WORDS` words (an f-string's literal parts too)."""
     try:
-        tree = ast.parse(visible)
+        tree = ast.parse(source)
     except SyntaxError:
-        return []
+        return set()
     found = {_words(node.value) for node in ast.walk(tree)
              if isinstance(node, ast.Constant) and isinstance(node.value, str)}
-    return sorted((h for h in found if len(h.split()) >= MIN_HINT_WORDS), key=lambda h: (-len(h), h))
+    return {h for h in found if len(h.split()) >= MIN_HINT_WORDS}
+
+
+@functools.lru_cache(maxsize=1)
+def course_sentences() -> frozenset[str]:
+    """The sentences of the course's kernel package (the visible checks' helpers and their hints), read from
+    the grader's own copy of its files."""
+    return frozenset(h for path in sorted(Path(protocol.__file__).parent.glob("*.py"))
+                     for h in _sentences(path.read_text(encoding="utf-8")))
+
+
+def visible_hints(source: str) -> list[str]:
+    """The sentences a test cell's visible failure may quote: the literals of its visible code and of the
+    course's kernel package, longest first."""
+    found = _sentences(protocol.split_hidden(source)[0]) | course_sentences()
+    return sorted(found, key=lambda h: (-len(h), h))
 
 
 def _quoted(candidates: list[str], error: dict) -> str:
+    """The course's sentence the failure names: searched after its last "Likely mistake:" when it has one."""
     text = _words(f"{error.get('evalue', '')}")
+    text = text.rsplit(LIKELY, 1)[-1]
     return next((h for h in candidates if h in text), "")
 
 
