@@ -312,6 +312,12 @@ def check_update_not_recorded(module: nn.Module, x: torch.Tensor) -> None:
              "update it under torch.no_grad() (or from x.detach()).")
     checks.expect(isinstance(out, torch.Tensor) and out.requires_grad,
                   "the output x - mean should stay differentiable with respect to x: compute it outside no_grad().")
+    out.sum().backward()
+    checks.check_tensor(x.grad, torch.ones_like(x), "the gradient of the output's sum with respect to x (train mode)",
+                        atol=1e-6, rtol=0, hints={"values": (
+                            "autograd saw the batch's share of the running mean being computed from x, as BatchNorm "
+                            "does with its batch statistics. The running mean is a constant to autograd: subtract "
+                            "the updated buffer, so that d(x - mean)/dx is the identity.")})
 
 
 # ---------------------------------------------------------------- the visible checks, whole

@@ -272,6 +272,26 @@ def test_update_recorded_by_autograd_is_named():
         mv.check_update_not_recorded(Running(3, grad=True), torch.randn(2, 3, requires_grad=True))
 
 
+class BatchNormStyle(Running):
+    """Updates the buffers outside autograd, but returns x minus a mean autograd saw computed from x."""
+
+    def forward(self, x):
+        if not self.training:
+            return x - self.mean
+        updated = self.mean + (x.sum(0) - len(x) * self.mean) / (self.count + len(x))
+        with torch.no_grad():
+            self.mean.copy_(updated)
+            self.count += len(x)
+        return x - updated
+
+
+def test_a_mean_that_backpropagates_into_the_batch_is_named():
+    """The contract says the running mean is a constant to autograd: a BatchNorm-style answer (hidden check 9 in
+    the fifth edition, input gradient 0.786 against 1.0) now fails a visible check, with its message."""
+    with pytest.raises(CheckFailed, match="The running mean is a constant to autograd"):
+        run_running_checks(BatchNormStyle(3))
+
+
 def test_a_non_persistent_buffer_is_named():
     module = Running(3)
     module.register_buffer("count", torch.tensor(0), persistent=False)
@@ -315,3 +335,38 @@ def test_scripted_debugger_stops_inside_a_function_and_answers_each_command():
     assert forward(torch.tensor(3)) == 7
     assert debugger.transcript() == ("stopped in forward()\n(Pdb) p h\ntensor(6)\n"
                                      "(Pdb) p type(h).__name__\n'Tensor'\n(Pdb) c")
+
+
+# ---------------------------------------------------------------- the ungraded warm-up count_parameters
+
+def _warm_up_answers(kind: str) -> list:
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "course" / "pitfalls" / "02_modules.py"
+    spec = importlib.util.spec_from_file_location("pitfalls_02_warm_up", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return sorted(module.WARM_UP[kind].items())
+
+
+def _define(source: str):
+    import numpy as np
+
+    namespace = {"torch": torch, "nn": nn, "np": np}
+    exec(source, namespace)  # noqa: S102 - the course's own table of answers
+    return namespace["count_parameters"]
+
+
+@pytest.mark.parametrize("description,source", _warm_up_answers("wrong") + _warm_up_answers("plausible"))
+def test_warm_up_checks_catch_every_wrong_count(description, source):
+    """count_parameters is ungraded now; its checks still catch every wrong answer of the old pitfall table."""
+    torch.manual_seed(21)
+    with pytest.raises(CheckFailed):
+        mv.check_count_answers(_define(source))
+
+
+@pytest.mark.parametrize("description,source", _warm_up_answers("right"))
+def test_warm_up_checks_pass_right_counts(description, source):
+    torch.manual_seed(21)
+    mv.check_count_answers(_define(source))

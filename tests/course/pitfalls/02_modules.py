@@ -22,31 +22,6 @@ _RUNNING_FORWARD = '''
 '''
 
 PITFALLS = {
-    "count_parameters": {
-        "counts module by module, so a tied weight counts twice": '''
-def count_parameters(model, trainable_only=True):
-    return sum(p.numel() for m in model.modules() for p in m.parameters(recurse=False)
-               if p.requires_grad or not trainable_only)
-''',
-        "ignores trainable_only and counts frozen parameters": '''
-def count_parameters(model, trainable_only=True):
-    return sum(p.numel() for p in model.parameters())
-''',
-        "counts the entries of state_dict(): a tied weight twice, and the buffers": '''
-def count_parameters(model, trainable_only=True):
-    return sum(v.numel() for v in model.state_dict(keep_vars=True).values()
-               if v.requires_grad or not trainable_only)
-''',
-        "named_parameters(remove_duplicate=False) lists a tied weight twice": '''
-def count_parameters(model, trainable_only=True):
-    return sum(p.numel() for _, p in model.named_parameters(remove_duplicate=False)
-               if p.requires_grad or not trainable_only)
-''',
-        "counts parameter tensors instead of elements": '''
-def count_parameters(model, trainable_only=True):
-    return len([p for p in model.parameters() if p.requires_grad or not trainable_only])
-''',
-    },
     "MLP": {
         "layers kept in a plain Python list are not registered": '''
 class MLP(nn.Module):
@@ -112,6 +87,23 @@ class MLP(nn.Module):
 ''',
     },
     "RunningMean": {
+        "BatchNorm-style: the output subtracts a mean autograd saw computed from the batch": '''
+class RunningMean(nn.Module):
+    def __init__(self, num_features):
+        super().__init__()
+        self.register_buffer("mean", torch.zeros(num_features))
+        self.register_buffer("count", torch.tensor(0))
+
+    def forward(self, x):
+        if not self.training:
+            return x - self.mean
+        n_new = x.shape[0]
+        updated = self.mean + (x.sum(dim=0) - n_new * self.mean) / (self.count + n_new)
+        with torch.no_grad():
+            self.mean.copy_(updated)
+            self.count += n_new
+        return x - updated
+''',
         "a Parameter instead of a buffer would be trained by an optimizer": '''
 class RunningMean(nn.Module):
     def __init__(self, num_features):
@@ -195,26 +187,6 @@ class MLP(nn.Module):
 
 # Wrong answers students really write that the spec's pitfall list does not name; the hidden checks reject each.
 PLAUSIBLE = {
-    "count_parameters": {
-        "keeps the parameters whose requires_grad equals trainable_only, so False counts only the frozen ones": '''
-def count_parameters(model, trainable_only=True):
-    return sum(p.numel() for p in model.parameters() if p.requires_grad == trainable_only)
-''',
-        "always counts only the trainable ones, whatever trainable_only says": '''
-def count_parameters(model, trainable_only=True):
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
-''',
-        "multiplies the shape with np.prod, which returns a NumPy integer, not a Python int": '''
-def count_parameters(model, trainable_only=True):
-    import numpy as np
-    return sum(np.prod(p.shape) for p in model.parameters() if p.requires_grad or not trainable_only)
-''',
-        "walks model.children(), so a module without children counts nothing": '''
-def count_parameters(model, trainable_only=True):
-    return sum(p.numel() for child in model.children() for p in child.parameters()
-               if p.requires_grad or not trainable_only)
-''',
-    },
     "MLP": {
         "reads dropout as a keep probability, as TensorFlow 1's keep_prob": _MLP_LAYERS.replace(
             "nn.Dropout(dropout)", "nn.Dropout(1 - dropout)") + '''
@@ -309,20 +281,6 @@ class RunningMean(nn.Module):
 
 # Correct answers written differently: they keep full marks.
 RIGHT_ANSWERS = {
-    "count_parameters": {
-        "named_parameters() (which skips duplicates), printing to stdout and stderr": '''
-def count_parameters(model, trainable_only=True):
-    import sys
-    total = 0
-    for name, p in model.named_parameters():
-        if trainable_only and not p.requires_grad:
-            print("skipping frozen", name, file=sys.stderr)
-            continue
-        total += p.numel()
-    print("counted", total)
-    return total
-''',
-    },
     "MLP": {
         "layers registered with setattr, functional ReLU and F.dropout(x, p, self.training)": '''
 class MLP(nn.Module):
@@ -374,41 +332,84 @@ class RunningMean(nn.Module):
 
 # One wrong answer per rule of each spec's rules list: it breaks that rule alone, and loses the exercise's points.
 RULES = {
-    "count_parameters": {
-        "elements, not tensors": PITFALLS["count_parameters"]["counts parameter tensors instead of elements"],
-        "the model and every submodule":
-            PLAUSIBLE["count_parameters"]["walks model.children(), so a module without children counts nothing"],
-        "`trainable_only`": PITFALLS["count_parameters"]["ignores trainable_only and counts frozen parameters"],
-        "a tied weight once":
-            PITFALLS["count_parameters"]["counts module by module, so a tied weight counts twice"],
-        "no buffers": '''
-def count_parameters(model, trainable_only=True):
-    # each Parameter once, but the buffers are added as if they were parameters
-    total = sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
-    return total + sum(b.numel() for b in model.buffers())
-''',
-        "a Python `int`": PLAUSIBLE["count_parameters"][
-            "multiplies the shape with np.prod, which returns a NumPy integer, not a Python int"],
-    },
     "MLP": {
         "registered Linear layers": PITFALLS["MLP"]["layers kept in a plain Python list are not registered"],
-        "ReLU between layers": PLAUSIBLE["MLP"]["GELU instead of ReLU between the layers"],
-        "dropout `dropout` after each hidden ReLU": PLAUSIBLE["MLP"][
-            "reads dropout as a keep probability, as TensorFlow 1's keep_prob"],
+        "ReLU, then dropout, between layers": PLAUSIBLE["MLP"]["GELU instead of ReLU between the layers"],
         "dropout in train mode only": PITFALLS["MLP"]["F.dropout without self.training stays on in eval mode"],
         "raw logits": PITFALLS["MLP"]["a softmax at the end returns probabilities, not logits"],
         "it trains": PLAUSIBLE["MLP"]["nn.Dropout(inplace=True) overwrites the ReLU output that backward needs"],
     },
     "RunningMean": {
-        "buffers, in `state_dict`": PITFALLS["RunningMean"]["a plain tensor attribute is lost from state_dict"],
-        "no parameters": PITFALLS["RunningMean"]["a Parameter instead of a buffer would be trained by an optimizer"],
-        "initial values": PLAUSIBLE["RunningMean"]["keeps count as a float tensor, not torch.long"],
-        "cumulative mean by row": PITFALLS["RunningMean"]["averages the batch means instead of the rows"],
-        "centred with the updated mean": PLAUSIBLE["RunningMean"]["centres with the mean from before the update"],
+        "buffers, not parameters": PITFALLS["RunningMean"][
+            "a Parameter instead of a buffer would be trained by an optimizer"],
+        "cumulative mean by row, in train mode": PITFALLS["RunningMean"]["averages the batch means instead of the rows"],
         "eval mode changes nothing": PITFALLS["RunningMean"]["updates in eval mode too"],
-        "the update is not recorded":
-            PITFALLS["RunningMean"]["updates the buffer outside no_grad, so it carries a graph"],
-        "the output keeps its gradient": PLAUSIBLE["RunningMean"][
-            "@torch.no_grad() on the whole forward, so the output carries no gradient either"],
+        "a constant to autograd": PITFALLS["RunningMean"][
+            "BatchNorm-style: the output subtracts a mean autograd saw computed from the batch"],
+    },
+}
+
+
+# The ungraded warm-up count_parameters: no points to lose, so these are not pitfall rows; each must still fail
+# the warm-up's visible checks (tests/unit/test_modules_view.py), and the right ones pass them.
+WARM_UP = {
+    "wrong": {
+        "counts module by module, so a tied weight counts twice": '''
+def count_parameters(model, trainable_only=True):
+    return sum(p.numel() for m in model.modules() for p in m.parameters(recurse=False)
+               if p.requires_grad or not trainable_only)
+''',
+        "ignores trainable_only and counts frozen parameters": '''
+def count_parameters(model, trainable_only=True):
+    return sum(p.numel() for p in model.parameters())
+''',
+        "counts the entries of state_dict(): a tied weight twice, and the buffers": '''
+def count_parameters(model, trainable_only=True):
+    return sum(v.numel() for v in model.state_dict(keep_vars=True).values()
+               if v.requires_grad or not trainable_only)
+''',
+        "named_parameters(remove_duplicate=False) lists a tied weight twice": '''
+def count_parameters(model, trainable_only=True):
+    return sum(p.numel() for _, p in model.named_parameters(remove_duplicate=False)
+               if p.requires_grad or not trainable_only)
+''',
+        "counts parameter tensors instead of elements": '''
+def count_parameters(model, trainable_only=True):
+    return len([p for p in model.parameters() if p.requires_grad or not trainable_only])
+''',
+    },
+    "plausible": {
+        "keeps the parameters whose requires_grad equals trainable_only, so False counts only the frozen ones": '''
+def count_parameters(model, trainable_only=True):
+    return sum(p.numel() for p in model.parameters() if p.requires_grad == trainable_only)
+''',
+        "always counts only the trainable ones, whatever trainable_only says": '''
+def count_parameters(model, trainable_only=True):
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+''',
+        "multiplies the shape with np.prod, which returns a NumPy integer, not a Python int": '''
+def count_parameters(model, trainable_only=True):
+    import numpy as np
+    return sum(np.prod(p.shape) for p in model.parameters() if p.requires_grad or not trainable_only)
+''',
+        "walks model.children(), so a module without children counts nothing": '''
+def count_parameters(model, trainable_only=True):
+    return sum(p.numel() for child in model.children() for p in child.parameters()
+               if p.requires_grad or not trainable_only)
+''',
+    },
+    "right": {
+        "named_parameters() (which skips duplicates), printing to stdout and stderr": '''
+def count_parameters(model, trainable_only=True):
+    import sys
+    total = 0
+    for name, p in model.named_parameters():
+        if trainable_only and not p.requires_grad:
+            print("skipping frozen", name, file=sys.stderr)
+            continue
+        total += p.numel()
+    print("counted", total)
+    return total
+''',
     },
 }
