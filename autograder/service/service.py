@@ -50,9 +50,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.grading.judging.reference import CACHE_DIR
-from autograder.grading.plan.planning import GRADING_DIR, load_coursedir
+from autograder.grading.plan.planning import GRADING_DIR
 
-from ..course import nbgrader_cmd
 from ..grading.status import SubmissionError
 from . import intake
 from .intake import NotYet
@@ -62,7 +61,7 @@ from .processes import die_with_parent, end_group
 from .queue import Entry, Limits, Queue
 from .returning import Returning
 from .settings import PTEFeedback
-from .workfolder import prune_backups, service_config, tree_digest
+from .workfolder import CourseFolder, prune_backups
 
 log = logging.getLogger("pte-feedback")
 STATE_DIR = ".grading/feedback-service"
@@ -76,7 +75,7 @@ def disk_full(exc: BaseException) -> bool:
 
 
 @dataclass
-class Service(Returning):
+class Service(CourseFolder, Returning):
     course: Path
     exchange: Path
     course_id: str
@@ -126,55 +125,6 @@ class Service(Returning):
     @property
     def inbound(self) -> Path:
         return Path(self.settings.inbound) if self.settings.inbound else self.exchange / self.course_id / "inbound"
-
-    # ------------------------------------------------------------ the service's course folder
-
-    def db_url(self) -> str:
-        """The gradebook the service's grading writes: the course's when the latest feedback grade counts, else
-        its own (``gradebook.db`` in its folder)."""
-        if self.settings.latest_grade_counts:
-            return load_coursedir(self.course).db_url
-        return f"sqlite:///{self.work / 'gradebook.db'}"
-
-    def write_config(self, assignment: str | None = None) -> None:
-        """The service's ``nbgrader_config.py`` for a run of ``assignment`` (once a symbolic link to the course's:
-        replaced)."""
-        path = self.work / "nbgrader_config.py"
-        text = service_config(self.course / "nbgrader_config.py", self.work, self.db_url(),
-                              assignment in self.settings.hide_score)
-        if path.is_symlink() or not path.is_file() or path.read_text() != text:
-            path.unlink(missing_ok=True)
-            path.write_text(text)
-
-    def gradebook_has(self, assignment: str) -> bool:
-        from nbgrader.api import Gradebook, MissingEntry
-
-        with Gradebook(self.db_url(), load_coursedir(self.work).course_id) as gb:   # the id nbgrader records
-            try:
-                gb.find_assignment(assignment)
-            except MissingEntry:
-                return False
-        return True
-
-    def sync_release(self, assignment: str) -> bool:
-        """The service's release of ``assignment`` made again (nbgrader's generate_assignment) when the course's
-        source of it (its solutions, their reference observations) or its release changed since it was made, or
-        the gradebook has no record of it; whether it was made."""
-        digests_file = self.work.parent / "releases.json"
-        try:
-            digests = json.loads(digests_file.read_text())
-        except (OSError, ValueError):
-            digests = {}
-        digest = tree_digest(self.course / "solutions" / assignment, self.course / "notebooks" / assignment)
-        if (digests.get(assignment) == digest and (self.work / "notebooks" / assignment).is_dir()
-                and self.gradebook_has(assignment)):
-            return False
-        subprocess.run(nbgrader_cmd("generate_assignment", assignment, "--force", "--log-level=ERROR"),
-                       cwd=self.work, check=True, capture_output=True, text=True)
-        digests[assignment] = digest
-        digests_file.write_text(json.dumps(digests, indent=1))
-        log.info("%s: release made from the course's source", assignment)
-        return True
 
     # ------------------------------------------------------------ notice
 

@@ -1,14 +1,25 @@
 """The service's own course folder: its ``nbgrader_config.py`` (the course's, then the service's settings:
-its gradebook, the feedback page without points), and the official grade it hands to the course's folder when
-the latest feedback grade counts (the student's row of ``grades.csv``)."""
+its gradebook, the feedback page), its release of each assignment (made again when the course's source
+changes), its gradebook backups (pruned), and the official grade it hands to the course's folder when the
+latest feedback grade counts (the student's row of ``grades.csv``)."""
 from __future__ import annotations
 
 import csv
 import fcntl
 import hashlib
+import json
+import logging
 import os
+import subprocess
 import tempfile
 from pathlib import Path
+
+from autograder.grading.plan.planning import load_coursedir
+
+from ..course import nbgrader_cmd
+from .settings import PTEFeedback
+
+log = logging.getLogger("pte-feedback")
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 CONFIG_HEADER = ("# Written by the feedback service (autograder/service/service.py) before each grading run, and\n"
@@ -89,3 +100,58 @@ def tree_digest(*folders: Path) -> str:
                 digest.update(f"{path.relative_to(folder)}\0{path.stat().st_size}\0".encode())
                 digest.update(path.read_bytes())
     return digest.hexdigest()
+
+
+class CourseFolder:
+    """The service's course folder, as :class:`.service.Service` keeps it (mixed into it)."""
+
+    course: Path
+    work: Path
+    settings: PTEFeedback
+
+    def db_url(self) -> str:
+        """The gradebook the service's grading writes: the course's when the latest feedback grade counts, else
+        its own (``gradebook.db`` in its folder)."""
+        if self.settings.latest_grade_counts:
+            return load_coursedir(self.course).db_url
+        return f"sqlite:///{self.work / 'gradebook.db'}"
+
+    def write_config(self, assignment: str | None = None) -> None:
+        """The service's ``nbgrader_config.py`` for a run of ``assignment`` (once a symbolic link to the course's:
+        replaced)."""
+        path = self.work / "nbgrader_config.py"
+        text = service_config(self.course / "nbgrader_config.py", self.work, self.db_url(),
+                              assignment in self.settings.hide_score)
+        if path.is_symlink() or not path.is_file() or path.read_text() != text:
+            path.unlink(missing_ok=True)
+            path.write_text(text)
+
+    def gradebook_has(self, assignment: str) -> bool:
+        from nbgrader.api import Gradebook, MissingEntry
+
+        with Gradebook(self.db_url(), load_coursedir(self.work).course_id) as gb:   # the id nbgrader records
+            try:
+                gb.find_assignment(assignment)
+            except MissingEntry:
+                return False
+        return True
+
+    def sync_release(self, assignment: str) -> bool:
+        """The service's release of ``assignment`` made again (nbgrader's generate_assignment) when the course's
+        source of it (its solutions, their reference observations) or its release changed since it was made, or
+        the gradebook has no record of it; whether it was made."""
+        digests_file = self.work.parent / "releases.json"
+        try:
+            digests = json.loads(digests_file.read_text())
+        except (OSError, ValueError):
+            digests = {}
+        digest = tree_digest(self.course / "solutions" / assignment, self.course / "notebooks" / assignment)
+        if (digests.get(assignment) == digest and (self.work / "notebooks" / assignment).is_dir()
+                and self.gradebook_has(assignment)):
+            return False
+        subprocess.run(nbgrader_cmd("generate_assignment", assignment, "--force", "--log-level=ERROR"),
+                       cwd=self.work, check=True, capture_output=True, text=True)
+        digests[assignment] = digest
+        digests_file.write_text(json.dumps(digests, indent=1))
+        log.info("%s: release made from the course's source", assignment)
+        return True

@@ -10,10 +10,11 @@ it could not be graded, and why) and another's floods its output (``output-limit
 first. The service grades in a course folder of its own: the course's gradebook and grades.csv are untouched.
 
 Then the service runs as a process, as on a hub, with the latest feedback grade counting
-(``c.PTEFeedback.latest_grade_counts``) and the score shown: it is killed (SIGKILL) while it grades one
-submission and another waits, and started again: what was left of the killed run is ended, both submissions
-are graded and released once, with full marks and the score on the page, and their grades are the course's
-official ones (its gradebook, grades.csv, submitted/ and autograded/).
+(``c.PTEFeedback.latest_grade_counts``, which needs an identity the service trusts: here ``hub``, the inbound
+entries owned by the service's user, as the hub's exchange writes them) and the score shown: it is killed
+(SIGKILL) while it grades one submission and another waits, and started again: what was left of the killed
+run is ended, both submissions are graded and released once, with full marks and the score on the page, and
+their grades are the course's official ones (its gradebook, grades.csv, submitted/ and autograded/).
 """
 from __future__ import annotations
 
@@ -52,6 +53,7 @@ c.PTEFeedback.poll_s = 0.2
 c.PTEFeedback.settle_s = 0.0
 c.PTEFeedback.batch = 1
 c.PTEFeedback.latest_grade_counts = True
+c.PTEFeedback.identity = "hub"
 c.PTEFeedback.grade_args = ["--jobs", "2"]
 """
 
@@ -165,7 +167,7 @@ def test_feedback_on_submit(tmp_path):
     assert fixed.not_before == by_student["ann"].started + 60.0
     assert "will be graded at" in feedback_of(homes["ann"], exchange, "ann")[-1]
     assert service.serve_one(later) == []
-    service.queue.close()
+    service.close()
 
     # as a process (one submission a run): eve submits too; killed while it grades one, the other waiting
     nbformat.write(kit.fill_answers(release, solution), homes["eve"] / LESSON / notebook)

@@ -9,10 +9,11 @@ import psutil
 
 
 def read_pid(path: Path) -> int | None:
-    """The number in ``path`` (the service's ``grading.pid``), or None when there is none yet."""
+    """The grading run's process-group id in ``path`` (the service's lock file ``grading.pid``: the id, then the
+    run's start time), or None when no run is recorded."""
     try:
-        return int(path.read_text())
-    except (OSError, ValueError):
+        return int(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
         return None
 
 

@@ -72,6 +72,9 @@ def test_the_page_of_an_assignment_whose_score_is_hidden_has_no_points(tmp_path)
         assert HINT in text and "Say which call copies." in text and "test_copy" in text, text
         assert "return t.view(-1)" in re.sub(r"<[^>]+>", "", page)
     assert not re.search(r"Score|penalty|\b(1\.25|0\.5|0\.75|3\.0|2\.0)\b", hidden), hidden
+    for page in pages.values():   # a long hint wraps instead of running off the right edge
+        head = page[:page.index("</head>")]
+        assert re.search(r"white-space:\s*pre-wrap;\s*overflow-wrap:\s*anywhere", head), head[-800:]
 
 
 def test_the_students_row_replaces_theirs_in_the_courses_grades(tmp_path):
