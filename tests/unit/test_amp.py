@@ -1,4 +1,4 @@
-"""Unit tests of autograder.kernel.amp (lesson 08), and lesson 08's CUDA assertions.
+"""Unit tests of autograder.kernel.amp and amp_checks (lesson 08), and lesson 08's CUDA assertions.
 
 Tests named ``test_cuda_*`` need a CUDA GPU and are skipped elsewhere. The GPU runner
 (``.ci/gpu-test.sh``) runs them with pytest, or, where pytest is missing, as
@@ -22,7 +22,7 @@ except ImportError:  # the GPU runner may have no pytest: see __main__ below
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from autograder.kernel import amp, checks  # noqa: E402
+from autograder.kernel import amp, amp_checks, checks  # noqa: E402
 
 CUDA = torch.cuda.is_available()
 needs_cuda = (pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU") if pytest is not None else (lambda fn: fn))
@@ -207,31 +207,36 @@ def _answer(table: str, exercise: str, name: str):
 WRONG_STEPS = [   # the pitfall table's answer -> what the visible check must say about it
     ("PLAUSIBLE", "unscale_ then optimizer.step(): a finite step is right, an overflowing one writes inf into the "
                   "weights", "gradients were inf"),
-    ("PLAUSIBLE", "clips the gradients before scaler.unscale_ (the threshold meets scaled gradients)",
-     "still multiplied by the scale"),
-    ("PITFALLS", "no zero_grad (gradients accumulate)", "gradients left in .grad before the call"),
+    ("PITFALLS", "clips before scaler.unscale_ (max_norm meets scaled gradients)", "clipped while still multiplied"),
+    ("PITFALLS", "always returns True (a skipped step reported as taken)", "report a skipped step as False"),
+    ("PITFALLS", "backward on the unscaled loss", "backward ran on the unscaled loss"),
+    ("PITFALLS", "optimizer.step() instead of scaler.step(optimizer)", "stepped directly"),
+    ("PITFALLS", "no scaler.update()", "never updated its scale"),
+    ("PLAUSIBLE", "ignores max_norm (no clipping)", "not clipped to max_norm"),
+    ("PLAUSIBLE", "unscale_ twice when clipping (before the clip and again by hand): the update is divided by S twice",
+     "divided by the scale twice"),
 ]
 
 
 def test_visible_checks_name_the_wrong_steps():
     for table, name, message in WRONG_STEPS:
         with pytest.raises(checks.CheckFailed, match=message):
-            amp.check_amp_train_step(_answer(table, "amp_train_step", name))
+            amp_checks.check_scaled_update(_answer(table, "scaled_update", name))
 
 
-def test_visible_checks_pass_the_right_answers():
-    for exercise, check in (("amp_train_step", amp.check_amp_train_step),
-                            ("autocast_output_dtypes", amp.check_autocast_output_dtypes),
-                            ("param_memory_bytes", amp.check_param_memory_bytes)):
-        import coursekit as kit
+def test_visible_checks_pass_the_right_answers_and_the_solution_alike():
+    import coursekit as kit
 
+    for exercise, check in (("scaled_update", amp_checks.check_scaled_update),
+                            ("autocast_output_dtypes", amp_checks.check_autocast_output_dtypes)):
         for name in kit.load_pitfall_module("08_mixed_precision").RIGHT_ANSWERS[exercise]:
             check(_answer("RIGHT_ANSWERS", exercise, name))
 
 
-def test_a_tied_weight_counted_twice_is_named():
-    with pytest.raises(checks.CheckFailed, match="tied weight was counted twice"):
-        amp.check_param_memory_bytes(_answer("PITFALLS", "param_memory_bytes", "counts a tied weight twice"))
+def test_an_inspection_that_leaves_the_model_in_eval_mode_is_named():
+    name = "switches the model to eval() for the inspection and leaves it there"
+    with pytest.raises(checks.CheckFailed, match="left a trace on the model"):
+        amp_checks.check_autocast_output_dtypes(_answer("PLAUSIBLE", "autocast_output_dtypes", name))
 
 
 def test_seconds_per_step_runs_warmup_then_timed_steps():

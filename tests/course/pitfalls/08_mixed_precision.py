@@ -1,72 +1,65 @@
 """Wrong answers for lesson 08_mixed_precision: each embodies one pitfall (exercise -> pitfall -> answer cell).
 
-The curriculum lists the pitfalls of amp_train_step; those of autocast_output_dtypes come from
-the issue; those of param_memory_bytes are the lesson's own (max_params_that_fit became an ungraded
-warm-up in the fifth edition).
+The curriculum lists the pitfalls of the scaler (backward on the unscaled loss, optimizer.step() instead of
+scaler.step(optimizer), no scaler.update()): in the sixth edition they belong to scaled_update, the end of a
+mixed-precision step (the loop around it is lesson 04's); the curriculum's "forward pass outside autocast" is
+autocast_output_dtypes' "runs the model outside autocast". param_memory_bytes became an ungraded warm-up.
 """
 from coursekit import FORGED_OBSERVE
 
 PITFALLS = {
-    "amp_train_step": {
+    "scaled_update": {
         "backward on the unscaled loss": '''
-def amp_train_step(model, xb, yb, loss_fn, optimizer, scaler, device_type, dtype):
-    optimizer.zero_grad()
-    with torch.autocast(device_type=device_type, dtype=dtype):
-        loss = loss_fn(model(xb), yb)
+def scaled_update(loss, optimizer, scaler, max_norm=None):
+    before = scaler.get_scale()
     loss.backward()
+    if max_norm is not None:
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_([p for g in optimizer.param_groups for p in g["params"]], max_norm)
     scaler.step(optimizer)
     scaler.update()
-    return loss.item()
+    return not scaler.is_enabled() or scaler.get_scale() >= before
 ''',
         "optimizer.step() instead of scaler.step(optimizer)": '''
-def amp_train_step(model, xb, yb, loss_fn, optimizer, scaler, device_type, dtype):
-    optimizer.zero_grad()
-    with torch.autocast(device_type=device_type, dtype=dtype):
-        loss = loss_fn(model(xb), yb)
+def scaled_update(loss, optimizer, scaler, max_norm=None):
+    before = scaler.get_scale()
     scaler.scale(loss).backward()
+    if max_norm is not None:
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_([p for g in optimizer.param_groups for p in g["params"]], max_norm)
     optimizer.step()
     scaler.update()
-    return loss.item()
+    return not scaler.is_enabled() or scaler.get_scale() >= before
 ''',
         "no scaler.update()": '''
-def amp_train_step(model, xb, yb, loss_fn, optimizer, scaler, device_type, dtype):
-    optimizer.zero_grad()
-    with torch.autocast(device_type=device_type, dtype=dtype):
-        loss = loss_fn(model(xb), yb)
+def scaled_update(loss, optimizer, scaler, max_norm=None):
+    before = scaler.get_scale()
     scaler.scale(loss).backward()
+    if max_norm is not None:
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_([p for g in optimizer.param_groups for p in g["params"]], max_norm)
     scaler.step(optimizer)
-    return loss.item()
+    return not scaler.is_enabled() or scaler.get_scale() >= before
 ''',
-        "the forward pass outside autocast": '''
-def amp_train_step(model, xb, yb, loss_fn, optimizer, scaler, device_type, dtype):
-    optimizer.zero_grad()
-    output = model(xb)
-    with torch.autocast(device_type=device_type, dtype=dtype):
-        loss = loss_fn(output, yb)
+        "clips before scaler.unscale_ (max_norm meets scaled gradients)": '''
+def scaled_update(loss, optimizer, scaler, max_norm=None):
+    before = scaler.get_scale()
     scaler.scale(loss).backward()
+    if max_norm is not None:
+        torch.nn.utils.clip_grad_norm_([p for g in optimizer.param_groups for p in g["params"]], max_norm)
     scaler.step(optimizer)
     scaler.update()
-    return loss.item()
+    return not scaler.is_enabled() or scaler.get_scale() >= before
 ''',
-        "returns the scaled loss": '''
-def amp_train_step(model, xb, yb, loss_fn, optimizer, scaler, device_type, dtype):
-    optimizer.zero_grad()
-    with torch.autocast(device_type=device_type, dtype=dtype):
-        loss = loss_fn(model(xb), yb)
-    scaled = scaler.scale(loss)
-    scaled.backward()
-    scaler.step(optimizer)
-    scaler.update()
-    return scaled.item()
-''',
-        "no zero_grad (gradients accumulate)": '''
-def amp_train_step(model, xb, yb, loss_fn, optimizer, scaler, device_type, dtype):
-    with torch.autocast(device_type=device_type, dtype=dtype):
-        loss = loss_fn(model(xb), yb)
+        "always returns True (a skipped step reported as taken)": '''
+def scaled_update(loss, optimizer, scaler, max_norm=None):
     scaler.scale(loss).backward()
+    if max_norm is not None:
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_([p for g in optimizer.param_groups for p in g["params"]], max_norm)
     scaler.step(optimizer)
     scaler.update()
-    return loss.item()
+    return True
 ''',
     },
     "autocast_output_dtypes": {
@@ -108,24 +101,6 @@ def autocast_output_dtypes(model, x, device_type, dtype):
     return found
 ''',
     },
-    "param_memory_bytes": {
-        "sums state_dict(): buffers included, tied weight twice": '''
-def param_memory_bytes(model, dtype):
-    return sum(t.numel() for t in model.state_dict().values()) * dtype.itemsize
-''',
-        "counts a tied weight twice": '''
-def param_memory_bytes(model, dtype):
-    return sum(p.numel() for m in model.modules() for p in m.parameters(recurse=False)) * dtype.itemsize
-''',
-        "counts only trainable parameters": '''
-def param_memory_bytes(model, dtype):
-    return sum(p.numel() for p in model.parameters() if p.requires_grad) * dtype.itemsize
-''',
-        "ignores the dtype (4 bytes each)": '''
-def param_memory_bytes(model, dtype):
-    return sum(p.numel() for p in model.parameters()) * 4
-''',
-    },
 }
 
 # Wrong answers that pass every visible check and fail only the hidden ones (other inputs).
@@ -150,76 +125,63 @@ def autocast_output_dtypes(model, x, device_type, dtype):
 
 # Mistakes students make that the spec's pitfall list does not name; the hidden checks reject each on values.
 PLAUSIBLE = {
-    "amp_train_step": {
-        "clips the gradients before scaler.unscale_ (the threshold meets scaled gradients)": '''
-def amp_train_step(model, xb, yb, loss_fn, optimizer, scaler, device_type, dtype):
-    optimizer.zero_grad()
-    with torch.autocast(device_type=device_type, dtype=dtype):
-        loss = loss_fn(model(xb), yb)
-    scaler.scale(loss).backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    scaler.step(optimizer)
-    scaler.update()
-    return loss.item()
-''',
-        "device_type hard-coded to 'cuda' (on a CPU autocast then disables itself)": '''
-import warnings
-
-
-def amp_train_step(model, xb, yb, loss_fn, optimizer, scaler, device_type, dtype):
-    optimizer.zero_grad()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        with torch.autocast("cuda", dtype=dtype):
-            loss = loss_fn(model(xb), yb)
-    scaler.scale(loss).backward()
-    scaler.step(optimizer)
-    scaler.update()
-    return loss.item()
-''',
-        "dtype hard-coded to float16 (the dtype argument ignored)": '''
-def amp_train_step(model, xb, yb, loss_fn, optimizer, scaler, device_type, dtype):
-    optimizer.zero_grad()
-    with torch.autocast(device_type=device_type, dtype=torch.float16):
-        loss = loss_fn(model(xb), yb)
-    scaler.scale(loss).backward()
-    scaler.step(optimizer)
-    scaler.update()
-    return loss.item()
-''',
-        "zero_grad after the step instead of before (stale gradients enter the first step)": '''
-def amp_train_step(model, xb, yb, loss_fn, optimizer, scaler, device_type, dtype):
-    with torch.autocast(device_type=device_type, dtype=dtype):
-        loss = loss_fn(model(xb), yb)
-    scaler.scale(loss).backward()
-    scaler.step(optimizer)
-    scaler.update()
-    optimizer.zero_grad()
-    return loss.item()
-''',
+    "scaled_update": {
         "unscale_ then optimizer.step(): a finite step is right, an overflowing one writes inf into the weights": '''
-def amp_train_step(model, xb, yb, loss_fn, optimizer, scaler, device_type, dtype):
-    optimizer.zero_grad()
-    with torch.autocast(device_type=device_type, dtype=dtype):
-        loss = loss_fn(model(xb), yb)
+def scaled_update(loss, optimizer, scaler, max_norm=None):
+    params = [p for g in optimizer.param_groups for p in g["params"]]
     scaler.scale(loss).backward()
     scaler.unscale_(optimizer)
+    if max_norm is not None:
+        torch.nn.utils.clip_grad_norm_(params, max_norm)
+    finite = all(p.grad is None or bool(torch.isfinite(p.grad).all()) for p in params)
     optimizer.step()
     scaler.update()
-    return loss.item()
+    return finite
 ''',
-        "returns the loss tensor, not a Python float": '''
-def amp_train_step(model, xb, yb, loss_fn, optimizer, scaler, device_type, dtype):
-    optimizer.zero_grad()
-    with torch.autocast(device_type=device_type, dtype=dtype):
-        loss = loss_fn(model(xb), yb)
+        "ignores max_norm (no clipping)": '''
+def scaled_update(loss, optimizer, scaler, max_norm=None):
+    before = scaler.get_scale()
     scaler.scale(loss).backward()
     scaler.step(optimizer)
     scaler.update()
-    return loss.detach()
+    return not scaler.is_enabled() or scaler.get_scale() >= before
+''',
+        "unscale_ twice when clipping (before the clip and again by hand): the update is divided by S twice": '''
+def scaled_update(loss, optimizer, scaler, max_norm=None):
+    before = scaler.get_scale()
+    scaler.scale(loss).backward()
+    if max_norm is not None:
+        scaler.unscale_(optimizer)
+        params = [p for g in optimizer.param_groups for p in g["params"]]
+        with torch.no_grad():
+            for p in params:
+                p.grad /= scaler.get_scale()
+        torch.nn.utils.clip_grad_norm_(params, max_norm)
+    scaler.step(optimizer)
+    scaler.update()
+    return not scaler.is_enabled() or scaler.get_scale() >= before
 ''',
     },
     "autocast_output_dtypes": {
+        "switches the model to eval() for the inspection and leaves it there": '''
+def autocast_output_dtypes(model, x, device_type, dtype):
+    found = {}
+    handles = []
+    for name, module in model.named_modules():
+        if name:
+            def record(mod, inputs, output, name=name):
+                if torch.is_tensor(output):
+                    found[name] = output.dtype
+            handles.append(module.register_forward_hook(record))
+    model.eval()
+    try:
+        with torch.autocast(device_type=device_type, dtype=dtype), torch.no_grad():
+            model(x)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return found
+''',
         "records output.dtype without checking that the output is a tensor": '''
 def autocast_output_dtypes(model, x, device_type, dtype):
     found = {}
@@ -285,49 +247,28 @@ def autocast_output_dtypes(model, x, device_type, dtype):
     return found
 ''',
     },
-    "param_memory_bytes": {
-        "deduplicates by element count (a set of numel values), not by identity": '''
-def param_memory_bytes(model, dtype):
-    return sum({p.numel() for p in model.parameters()}) * dtype.itemsize
-''',
-        "deduplicates by data_ptr(), which is 0 for every parameter on the meta device": '''
-def param_memory_bytes(model, dtype):
-    sizes = {p.data_ptr(): p.numel() for p in model.parameters()}
-    return sum(sizes.values()) * dtype.itemsize
-''',
-        "bytes per element from torch.finfo(dtype).bits / 8: a float, not an int": '''
-def param_memory_bytes(model, dtype):
-    return sum(p.numel() for p in model.parameters()) * torch.finfo(dtype).bits / 8
-''',
-        "each parameter's own element_size(), not the dtype asked for": '''
-def param_memory_bytes(model, dtype):
-    return sum(p.numel() * p.element_size() for p in model.parameters())
-''',
-    },
 }
 
 # Correct answers written differently: they keep full marks.
 RIGHT_ANSWERS = {
-    "amp_train_step": {
-        "set_to_none=False, unscale_ then a clip that never bites, float(); prints to stdout and stderr": '''
+    "scaled_update": {
+        "unscale_ always, a skip seen in the parameters (did any move?), clip via parameters(); prints to stderr": '''
 import sys
 
 
-def amp_train_step(model, xb, yb, loss_fn, optimizer, scaler, device_type, dtype):
-    optimizer.zero_grad(set_to_none=False)
-    with torch.autocast(device_type=device_type, dtype=dtype):
-        output = model(xb)
-        loss = loss_fn(output, yb)
+def scaled_update(loss, optimizer, scaler, max_norm=None):
+    params = [p for g in optimizer.param_groups for p in g["params"]]
+    before = [p.detach().clone() for p in params]
     scaled = scaler.scale(loss)
     scaled.backward()
     scaler.unscale_(optimizer)
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1e6)
+    if max_norm:
+        torch.nn.utils.clip_grad_norm_(params, max_norm)
     scaler.step(optimizer)
     scaler.update()
-    value = float(loss.detach())
-    print(f"loss {value:.4f}")
-    print(f"scale now {scaler.get_scale()}", file=sys.stderr)
-    return value
+    moved = any(not torch.equal(b, p) for b, p in zip(before, params))
+    print(f"stepped: {moved}", file=sys.stderr)
+    return moved
 ''',
     },
     "autocast_output_dtypes": {
@@ -353,46 +294,14 @@ def autocast_output_dtypes(model, x, device_type, dtype):
     return found
 ''',
     },
-    "param_memory_bytes": {
-        "deduplicated by identity, element_size of an empty tensor; prints to stderr": '''
-import sys
-
-
-def param_memory_bytes(model, dtype):
-    unique = {id(p): p for p in model.parameters()}
-    size = torch.empty(0, dtype=dtype).element_size()
-    total = sum(p.nelement() for p in unique.values()) * size
-    print(f"{len(unique)} parameter tensors", file=sys.stderr)
-    return int(total)
-''',
-    },
 }
 
 # Wrong answers that also forge the evidence; each runs in a kernel of its own.
 FORGERIES = {
-    "amp_train_step": {
-        "forward outside autocast; rewrites watch_autocast's record; observe patched: booleans come out True":
-            FORGED_OBSERVE + '''
-
-def amp_train_step(model, xb, yb, loss_fn, optimizer, scaler, device_type, dtype):
-    optimizer.zero_grad()
-    output = model(xb)
-    for hook in model._forward_pre_hooks.values():
-        for cell in getattr(hook, "__closure__", None) or ():
-            if isinstance(cell.cell_contents, list) and cell.cell_contents:
-                cell.cell_contents[-1] = (True, dtype)
-    with torch.autocast(device_type=device_type, dtype=dtype):
-        loss = loss_fn(output, yb)
-    scaler.scale(loss).backward()
-    scaler.step(optimizer)
-    scaler.update()
-    return loss.item()
-''',
+    "scaled_update": {
         "unscale_ then optimizer.step() (steps through an overflow); writes 'step' into the spy's record": '''
-def amp_train_step(model, xb, yb, loss_fn, optimizer, scaler, device_type, dtype):
-    optimizer.zero_grad()
-    with torch.autocast(device_type=device_type, dtype=dtype):
-        loss = loss_fn(model(xb), yb)
+def scaled_update(loss, optimizer, scaler, max_norm=None):
+    before = scaler.get_scale()
     scaler.scale(loss).backward()
     real = getattr(scaler, "scaler", scaler)
     real.unscale_(optimizer)
@@ -400,7 +309,7 @@ def amp_train_step(model, xb, yb, loss_fn, optimizer, scaler, device_type, dtype
     if hasattr(scaler, "calls"):
         scaler.calls.append("step")
     scaler.update()
-    return loss.item()
+    return not scaler.is_enabled() or scaler.get_scale() >= before
 ''',
     },
     "autocast_output_dtypes": {
@@ -421,45 +330,25 @@ forward_hook_count = lambda model: 0
     },
 }
 
+# scaled_update returns the bool that is observed: for "says whether it stepped" nothing but the answer differs.
+BOOLEAN_RESULTS = {"scaled_update"}
+
 # One wrong answer per rule of each spec's rules list: it breaks that rule alone, and loses the exercise's points.
 RULES = {
     "autocast_output_dtypes": {
-        "every submodule, nested ones too": HIDDEN_ONLY["autocast_output_dtypes"][
+        "every submodule with a tensor output": HIDDEN_ONLY["autocast_output_dtypes"][
             "direct children only (named_children): nested modules are missing"],
-        "inside autocast": PITFALLS["autocast_output_dtypes"]["runs the model outside autocast"],
-        "the `dtype` asked for": PITFALLS["autocast_output_dtypes"]["a fixed dtype instead of the dtype argument"],
-        "the output's dtype": PLAUSIBLE["autocast_output_dtypes"][
-            "forward pre-hooks: records the dtype of each module's input, not its output"],
-        "tensor outputs only": PLAUSIBLE["autocast_output_dtypes"][
-            "records output.dtype without checking that the output is a tensor"],
+        "its output's dtype, under the autocast asked for":
+            PITFALLS["autocast_output_dtypes"]["runs the model outside autocast"],
         "a new dict each call": PLAUSIBLE["autocast_output_dtypes"]["a mutable default dict shared between calls"],
-        "no hook left": PITFALLS["autocast_output_dtypes"]["forgets to remove the hooks"],
-        "also when the forward pass raises": PLAUSIBLE["autocast_output_dtypes"][
-            "removes the hooks only when the forward pass succeeds (no finally)"],
+        "leaves no trace": PITFALLS["autocast_output_dtypes"]["forgets to remove the hooks"],
     },
-    "amp_train_step": {
-        "this batch only": PITFALLS["amp_train_step"]["no zero_grad (gradients accumulate)"],
-        "under autocast": PITFALLS["amp_train_step"]["the forward pass outside autocast"],
-        "the autocast asked for":
-            PLAUSIBLE["amp_train_step"]["dtype hard-coded to float16 (the dtype argument ignored)"],
-        "scaled gradients": PITFALLS["amp_train_step"]["backward on the unscaled loss"],
-        "a finite step is a float32 step": PLAUSIBLE["amp_train_step"][
-            "clips the gradients before scaler.unscale_ (the threshold meets scaled gradients)"],
-        "an overflow changes nothing": PLAUSIBLE["amp_train_step"][
+    "scaled_update": {
+        "the true update": PITFALLS["scaled_update"]["clips before scaler.unscale_ (max_norm meets scaled gradients)"],
+        "small gradients survive": PITFALLS["scaled_update"]["backward on the unscaled loss"],
+        "an overflow is skipped": PLAUSIBLE["scaled_update"][
             "unscale_ then optimizer.step(): a finite step is right, an overflowing one writes inf into the weights"],
-        "the scale adapts": PITFALLS["amp_train_step"]["no scaler.update()"],
-        "the batch's loss": PITFALLS["amp_train_step"]["returns the scaled loss"],
-    },
-    "param_memory_bytes": {
-        "frozen ones too": PITFALLS["param_memory_bytes"]["counts only trainable parameters"],
-        "a tied weight once": PITFALLS["param_memory_bytes"]["counts a tied weight twice"],
-        "no buffers": '''
-def param_memory_bytes(model, dtype):
-    # each Parameter once, but the buffers are added as if they were parameters
-    elements = sum(p.numel() for p in model.parameters()) + sum(b.numel() for b in model.buffers())
-    return elements * dtype.itemsize
-''',
-        "bytes of `dtype`":
-            PLAUSIBLE["param_memory_bytes"]["each parameter's own element_size(), not the dtype asked for"],
+        "the scale adapts": PITFALLS["scaled_update"]["no scaler.update()"],
+        "says whether it stepped": PITFALLS["scaled_update"]["always returns True (a skipped step reported as taken)"],
     },
 }

@@ -1,0 +1,190 @@
+"""Visible checks of lesson 08's exercises (their test cells call them), and the hints for the scaler's errors.
+
+- :func:`check_autocast_output_dtypes`: exercise 1, a small model's table under CPU autocast, and no trace
+  left (no hook, the mode, ``.grad``, ``requires_grad`` and the input as they were);
+- :func:`check_scaled_update`: exercise 2, the scaler's decisions after a backward pass: a finite step as
+  float32 would take it (clipped in true units when asked), an overflow skipped and reported, the scale's
+  schedule, a disabled scaler passing through;
+- :data:`STEP_HINTS` maps the GradScaler's own errors to the mistake behind them.
+
+The instruments they use (:class:`~autograder.kernel.amp.RecordingScaler`, ``forward_hook_count``) live in
+:mod:`autograder.kernel.amp`.
+"""
+from __future__ import annotations
+
+import copy
+from collections import OrderedDict
+from typing import Callable
+
+import torch
+from torch import nn
+
+from autograder.kernel.amp import RecordingScaler, forward_hook_count
+
+__all__ = ["STEP_HINTS", "check_autocast_output_dtypes", "check_scaled_update"]
+
+
+def _state(model: nn.Module) -> tuple:
+    """What "leave no trace" covers on a model: every module's mode, every parameter's .grad and requires_grad."""
+    return ([m.training for m in model.modules()],
+            [(p.requires_grad, None if p.grad is None else p.grad.clone()) for p in model.parameters()])
+
+
+def _same_state(a: tuple, b: tuple) -> bool:
+    grads_equal = all(ra == rb and (ga is None) == (gb is None) and (ga is None or torch.equal(ga, gb))
+                      for (ra, ga), (rb, gb) in zip(a[1], b[1]))
+    return a[0] == b[0] and grads_equal
+
+
+def check_autocast_output_dtypes(fn: Callable) -> None:
+    """Visible checks of exercise 1: a small model's table under CPU autocast, and no trace left behind."""
+    from autograder.kernel import checks
+
+    torch.manual_seed(8)
+    probe = nn.Sequential(OrderedDict(fc=nn.Linear(6, 4), act=nn.ReLU(), head=nn.Linear(4, 2)))
+    x = torch.randn(3, 6)
+    x_before = x.clone()
+    probe.head.weight.grad = torch.full_like(probe.head.weight, 0.5)      # a gradient the caller accumulated
+    state = _state(probe)
+    label = "autocast_output_dtypes(probe, x, 'cpu', torch.bfloat16)"
+    got = checks.call(fn, probe, x, "cpu", torch.bfloat16)
+    checks.check_type(got, dict, label, hint="return a dict {submodule name: output dtype}.")
+    names = [name for name, _ in probe.named_modules() if name]
+    checks.expect(sorted(got) == sorted(names),
+                  f"{label}: the keys are {sorted(got)}; expected the submodules' names as named_modules() spells "
+                  f"them, without the model itself (its name is ''): {sorted(names)}.")
+    checks.expect(all(isinstance(v, torch.dtype) for v in got.values()),
+                  f"{label}: the values should be torch dtypes (the outputs' .dtype), got {got}.")
+    checks.expect(got["fc"] == torch.bfloat16,
+                  f"{label}: the nn.Linear 'fc' produced {got['fc']}; under autocast on the CPU with bfloat16 a "
+                  "linear layer computes in bfloat16, so the forward pass did not run under the autocast asked for.")
+    left = forward_hook_count(probe)
+    checks.expect(left == 0,
+                  f"{left} forward hook(s) are still attached after the call. A hook stays until its handle's "
+                  ".remove() is called, and it runs again on every later forward pass.")
+    checks.expect(_same_state(state, _state(probe)),
+                  f"{label} left a trace on the model: afterwards its modes (training: {_state(probe)[0]}, before: "
+                  f"{state[0]}), a parameter's requires_grad or its .grad differ from before the call. Put back "
+                  "whatever the inspection changed, also when the forward pass raises.")
+    checks.expect(torch.equal(x, x_before), f"{label} changed the input x: leave the caller's tensors as they were.")
+    got16 = checks.call(fn, probe, x, "cpu", torch.float16)
+    checks.expect(isinstance(got16, dict) and got16.get("head") == torch.float16,
+                  f"with dtype=torch.float16 the linear layers should produce torch.float16, got {got16}: autocast "
+                  "must run with the dtype argument, not a fixed one.")
+
+
+STEP_HINTS = {
+    r"No inf checks were recorded":
+        "scaler.update() found no scaler.step(optimizer) before it: the optimizer was stepped directly, so nothing "
+        "checked the gradients for inf or NaN before the weights moved.",
+    r"_scale is None":
+        "the scaler was asked to step, but no scaled loss went through backward in this step: backward ran on the "
+        "unscaled loss, where small float16 gradients flush to zero.",
+    r"step\(\) has already been called since the last update":
+        "the scaler was stepped twice without an update in between: every step ends with the scaler updating "
+        "its scale.",
+    r"unscale_\(\) has already been called":
+        "the gradients were unscaled twice in one step: unscale_ once, before whatever needs true gradients.",
+}
+
+LR, TRUE_NORM_CUT = 0.1, 0.05
+
+
+def _probe(seed: int) -> tuple[nn.Module, torch.optim.Optimizer]:
+    torch.manual_seed(seed)
+    net = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3))
+    return net, torch.optim.SGD(net.parameters(), lr=LR)
+
+
+def _loss(net: nn.Module, x: torch.Tensor, y: torch.Tensor, dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:
+    with torch.autocast("cpu", dtype=dtype):
+        return nn.functional.cross_entropy(net(x), y)
+
+
+def _wanted_move(net: nn.Module, x, y, max_norm: float | None) -> torch.Tensor:
+    """The parameter change of one SGD step on the same low-precision loss's true gradients (clipped if asked)."""
+    twin = copy.deepcopy(net)
+    _loss(twin, x, y).backward()
+    if max_norm is not None:
+        nn.utils.clip_grad_norm_(twin.parameters(), max_norm)
+    return torch.cat([-LR * q.grad.flatten() for q in twin.parameters()])
+
+
+def _run(fn: Callable, seed: int, x, y, scaler, max_norm: float | None = None):
+    """One call as a training loop makes it: gradients cleared, the loss computed under autocast, then ``fn``."""
+    from autograder.kernel import checks
+
+    net, opt = _probe(seed)
+    want = _wanted_move(net, x, y, max_norm)
+    before = [p.detach().clone() for p in net.parameters()]
+    opt.zero_grad()
+    loss = _loss(net, x, y)
+    args = (loss, opt, scaler) if max_norm is None else (loss, opt, scaler, max_norm)
+    got = checks.call(fn, *args, hints=STEP_HINTS)
+    moved = torch.cat([(p.detach() - b).flatten() for b, p in zip(before, net.parameters())])
+    return got, moved, want
+
+
+def _expect_true_move(moved: torch.Tensor, want: torch.Tensor, spy: RecordingScaler, what: str) -> None:
+    from autograder.kernel import checks
+
+    error = (moved - want).abs().max().item()
+    if error < 1e-4:
+        return
+    ratio = moved.norm().item() / want.norm().item()
+    hint = None
+    if spy.is_enabled() and "backward" not in spy.calls:
+        hint = "backward did not go through the scaled loss, so the gradients were never multiplied by the scale."
+    elif ratio > 10:
+        hint = "the optimizer stepped on gradients still multiplied by the scale."
+    elif ratio < 0.1:
+        hint = ("the update is far smaller than a float32 step: were the gradients clipped while still multiplied "
+                "by the scale (max_norm applies to the true gradients), or divided by the scale twice?")
+    elif "clipped" in what:
+        hint = "the gradients were not clipped to max_norm (their true total norm is larger), or clipped wrongly."
+    checks.expect(False, f"{what}: the parameters moved by {ratio:.3g} times what one optimizer step on the loss's "
+                         f"true gradients gives (largest difference {error:.3g}; the scaler saw: {spy.calls})."
+                         + (f"\nLikely mistake: {hint}" if hint else ""))
+
+
+def check_scaled_update(fn: Callable) -> None:
+    """Visible checks of exercise 2: a finite step, a clipped one, an overflow, a disabled scaler."""
+    from autograder.kernel import checks
+
+    torch.manual_seed(22)
+    x, y = torch.randn(16, 6), torch.randint(0, 3, (16,))
+
+    spy = RecordingScaler("cpu", init_scale=2.0 ** 10)
+    got, moved, want = _run(fn, 21, x, y, spy)
+    checks.check_type(got, bool, "scaled_update(loss, optimizer, scaler)",
+                      hint="return True when the optimizer stepped and False when the step was skipped.")
+    _expect_true_move(moved, want, spy, "a step whose gradients were finite")
+    checks.expect(got is True, f"the gradients were finite and the parameters moved, yet the call returned {got}.")
+    checks.expect(spy.get_scale() == 2.0 ** 10,
+                  f"after one good step the scale should still be 1024 (it grows only after growth_interval good "
+                  f"steps); it is {spy.get_scale():g} (the scaler saw: {spy.calls}).")
+
+    spy_c = RecordingScaler("cpu", init_scale=2.0 ** 10)
+    checks.expect(_wanted_move(_probe(25)[0], x, y, None).norm().item() > 2 * LR * TRUE_NORM_CUT,
+                  "internal: the clipping check needs gradients larger than max_norm")
+    _, moved_c, want_c = _run(fn, 25, x, y, spy_c, TRUE_NORM_CUT)
+    _expect_true_move(moved_c, want_c, spy_c, f"a step clipped to max_norm={TRUE_NORM_CUT}")
+
+    spy_i = RecordingScaler("cpu", init_scale=2.0 ** 10, inject_inf=True)
+    got_i, moved_i, _ = _run(fn, 23, x, y, spy_i)
+    calls_i = f"(the scaler saw: {spy_i.calls})"
+    checks.expect(bool((moved_i == 0).all()),
+                  f"the gradients were inf (an overflow) and yet the parameters changed {calls_i}."
+                  "\nLikely mistake: the optimizer stepped without the scaler deciding whether the step is safe.")
+    checks.expect(spy_i.get_scale() == 2.0 ** 9,
+                  f"after an overflow the scale should go down from 1024 to 512 for the next step; it is "
+                  f"{spy_i.get_scale():g} {calls_i}."
+                  + ("\nLikely mistake: the scaler never updated its scale." if "update" not in spy_i.calls else ""))
+    checks.expect(got_i is False, f"the step was skipped (an overflow: the parameters did not move), yet the call "
+                                  f"returned {got_i!r}: report a skipped step as False.")
+
+    off = RecordingScaler("cpu", enabled=False)
+    got_o, moved_o, want_o = _run(fn, 24, x, y, off)
+    _expect_true_move(moved_o, want_o, off, "a step with a disabled scaler (bfloat16)")
+    checks.expect(got_o is True, f"with a disabled scaler the optimizer steps every time, yet the call returned "
+                                 f"{got_o!r}.")
