@@ -18,8 +18,6 @@ EXCEPTIONS: dict[str, tuple[int, str]] = {
                                           "and visible checks of its exercises; not split yet"),
     "autograder/kernel/repro.py": (476, "lesson 07's worker datasets and random-tape figures beside the visible "
                                         "checks of its exercises; not split yet"),
-    "autograder/kernel/amp.py": (451, "lesson 08's scaler spy, figures and timing beside the visible checks of its "
-                                      "exercises; not split yet"),
 }
 
 
