@@ -195,9 +195,14 @@ def class_report(course: Path, assignment: str | None) -> str:
         return page("Class report", "<p>No report yet: this course has no class report to show "
                                     "(<code>autograder.classreport</code> is not installed).</p>")
     try:
+        from autograder.classreport.data import ReportMissing
+    except ImportError:
+        ReportMissing = FileNotFoundError
+    try:
         return report_page(course, assignment)
-    except FileNotFoundError:
-        return page("Class report", "<p>No report yet: nothing has been graded.</p>")
+    except (ReportMissing, FileNotFoundError):
+        graded = f" of {html.escape(assignment)}" if assignment else ""
+        return page("Class report", f"<p>No report yet: nothing{graded} has been graded.</p>")
 
 
 def make_app(store: Store, auth, prefix: str = "/", instructor_group: str = "instructors") -> web.Application:
@@ -233,7 +238,8 @@ def main(argv=None) -> int:
     coursedir = load_coursedir(args.course)
     store = Store(args.course.resolve(), coursedir.release_directory, list(coursedir.ignore), args.exchange,
                   coursedir.course_id, args.max_upload)
-    auth = HubOAuth(api_token=os.environ["JUPYTERHUB_API_TOKEN"], cache_max_age=60)
+    # the one instance HubOAuthCallbackHandler also uses (it keeps the OAuth states of the logins under way)
+    auth = HubOAuth.instance(api_token=os.environ["JUPYTERHUB_API_TOKEN"], cache_max_age=60)
     prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/")
     app = make_app(store, auth, prefix if prefix.endswith("/") else prefix + "/", args.instructor_group)
     app.listen(args.port, "127.0.0.1", max_body_size=DISCARD * (args.max_upload + JSON_OVERHEAD))
