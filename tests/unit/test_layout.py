@@ -13,12 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 LIMIT = 450
 
 # module -> (its lines when listed, the most it may have; why it is allowed past LIMIT for now)
-EXCEPTIONS: dict[str, tuple[int, str]] = {
-    "autograder/kernel/spirals.py": (554, "lesson 04's problem, reference model and figures beside the instruments "
-                                          "and visible checks of its exercises; not split yet"),
-    "autograder/kernel/repro.py": (476, "lesson 07's worker datasets and random-tape figures beside the visible "
-                                        "checks of its exercises; not split yet"),
-}
+EXCEPTIONS: dict[str, tuple[int, str]] = {}
 
 
 def module_lengths(root: Path = ROOT) -> dict[str, int]:

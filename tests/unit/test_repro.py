@@ -1,5 +1,5 @@
 """Lesson 07's kernel helpers: the worker-RNG and jitter datasets, the random tape and seed-spread figures, and
-the visible checks of its exercises (messages included)."""
+the visible checks of its exercises (repro_checks: invariants and replay, messages included)."""
 import matplotlib
 
 matplotlib.use("Agg")
@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, RandomSampler
 
-from autograder.kernel import checks, repro
+from autograder.kernel import checks, repro, repro_checks
 
 
 def test_worker_draws_in_the_main_process_use_the_global_generator():
@@ -155,37 +155,51 @@ def _solution_loader(dataset, batch_size, seed, num_workers=0):
                       generator=torch.Generator().manual_seed(seed))
 
 
-def test_check_set_seed_names_the_forgotten_generator():
-    repro._check_set_seed(_solution_set_seed)
-    with pytest.raises(checks.CheckFailed, match="NumPy drew"):
-        repro._check_set_seed(lambda seed: (torch.manual_seed(seed), random.seed(seed)) and None)
-    with pytest.raises(checks.CheckFailed, match="Python's random module"):
-        repro._check_set_seed(lambda seed: (torch.manual_seed(seed), np.random.seed(seed)) and None)
+def _sampled(d, b, s, num_workers=0):
+    return DataLoader(d, batch_size=b, sampler=RandomSampler(d, generator=torch.Generator().manual_seed(s)),
+                      num_workers=num_workers)
 
 
-def test_check_generator_loader_catches_the_global_stream_and_a_sampler():
-    repro._check_generator_loader(_solution_loader)
-    with pytest.raises(checks.CheckFailed, match="different orders once the global generator"):
-        repro._check_generator_loader(lambda d, b, s, num_workers=0: DataLoader(d, batch_size=b, shuffle=True))
-    def sampled(d, b, s, num_workers=0):
-        return DataLoader(d, batch_size=b, sampler=RandomSampler(d, generator=torch.Generator().manual_seed(s)))
+def test_check_set_seed_leaves_the_determinism_switch_alone():
+    repro_checks._check_set_seed(_solution_set_seed)
+    def switches(seed):
+        _solution_set_seed(seed)
+        torch.use_deterministic_algorithms(True)
 
-    with pytest.raises(checks.CheckFailed, match="moved torch's global generator"):
-        repro._check_generator_loader(sampled)
-    with pytest.raises(checks.CheckFailed, match="not in the way the contract fixes"):
-        repro._check_generator_loader(lambda d, b, s, num_workers=0: _solution_loader(d, b, s + 1))
+    try:
+        with pytest.raises(checks.CheckFailed, match="deterministic algorithms"):
+            repro_checks._check_set_seed(switches)
+    finally:
+        torch.use_deterministic_algorithms(False)
+
+
+def test_check_loader_accepts_any_private_order_and_catches_the_global_stream():
+    repro_checks._check_loader(_solution_loader)
+    repro_checks._check_loader(_sampled)                                        # a right alternative
+    repro_checks._check_loader(lambda d, b, s, num_workers=0: _solution_loader(d, b, s + 1))   # so is this
+    with pytest.raises(checks.CheckFailed, match="building the loader moved or reset"):
+        repro_checks._check_loader(lambda d, b, s, num_workers=0: DataLoader(d, batch_size=b, shuffle=True,
+                                                                             generator=torch.manual_seed(s)))
+    with pytest.raises(checks.CheckFailed, match="other code had drawn"):
+        repro_checks._check_loader(lambda d, b, s, num_workers=0: DataLoader(d, batch_size=b, shuffle=True))
+    def once(d, b, s, num_workers=0):
+        order = torch.randperm(len(d), generator=torch.Generator().manual_seed(s)).tolist()
+        return DataLoader(torch.utils.data.Subset(d, order), batch_size=b)
+
+    with pytest.raises(checks.CheckFailed, match="new permutation"):
+        repro_checks._check_loader(once)
 
 
 def test_check_workers_catches_one_numpy_seed_for_every_worker():
-    repro._check_workers(_solution_loader)
+    repro_checks._check_workers(_solution_set_seed, _solution_loader)
     def same(d, b, s, num_workers=0):
         return DataLoader(d, batch_size=b, shuffle=True, num_workers=num_workers,
                           generator=torch.Generator().manual_seed(s), worker_init_fn=functools.partial(_seed_numpy, s))
 
     with pytest.raises(checks.CheckFailed, match="the two workers drew the same NumPy numbers"):
-        repro._check_workers(same)
-    with pytest.raises(checks.CheckFailed, match="hand num_workers on"):
-        repro._check_workers(lambda d, b, s, num_workers=0: _solution_loader(d, b, s))
+        repro_checks._check_workers(_solution_set_seed, same)
+    with pytest.raises(checks.CheckFailed, match="the loader must use the workers"):
+        repro_checks._check_workers(_solution_set_seed, lambda d, b, s, num_workers=0: _solution_loader(d, b, s))
 
 
 def _seed_numpy(seed, worker_id):
@@ -209,15 +223,62 @@ def _script(set_seed, loader):
     return script
 
 
-def test_check_script_sees_unseeded_jitter_and_a_coupled_order():
-    repro._check_script(_script(_solution_set_seed, _solution_loader))
-    with pytest.raises(checks.CheckFailed, match="same batches but gave other losses"):
-        repro._check_script(_script(torch.manual_seed, _solution_loader))
+def test_check_script_names_the_generator_whose_scramble_changed_the_run():
+    repro_checks._check_script(_script(_solution_set_seed, _solution_loader))
+    repro_checks._check_script(_script(_solution_set_seed, _sampled))
+    with pytest.raises(checks.CheckFailed, match="after NumPy's global generator alone"):
+        repro_checks._check_script(_script(lambda s: (torch.manual_seed(s), random.seed(s)) and None, _solution_loader))
+    with pytest.raises(checks.CheckFailed, match="after Python's random global generator alone"):
+        repro_checks._check_script(_script(lambda s: (torch.manual_seed(s), np.random.seed(s)) and None,
+                                           _solution_loader))
     def plain(d, b, s, num_workers=0):
         return DataLoader(d, batch_size=b, shuffle=True)
 
     with pytest.raises(checks.CheckFailed, match="widths 4 and 16"):
-        repro._check_script(_script(_solution_set_seed, plain))
+        repro_checks._check_script(_script(_solution_set_seed, plain))
+
+
+def _decoupled(make_loader, reseed=False):
+    def run(X, y, width, seed, num_epochs=2, batch_size=16):
+        torch.manual_seed(seed)
+        model = torch.nn.Sequential(torch.nn.Linear(X.shape[1], width), torch.nn.ReLU(), torch.nn.Dropout(0.2),
+                                    torch.nn.Linear(width, 2))
+        loader = make_loader(torch.utils.data.TensorDataset(torch.arange(len(X)), X, y), batch_size, seed)
+        if reseed:
+            torch.manual_seed(seed)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        batches = []
+        model.train()
+        for _ in range(num_epochs):
+            for idx, xb, yb in loader:
+                batches.append(idx.tolist())
+                optimizer.zero_grad()
+                torch.nn.functional.cross_entropy(model(xb), yb).backward()
+                optimizer.step()
+        return batches, model
+    return run
+
+
+def test_check_decoupled_run_replays_the_student_s_own_batches():
+    repro_checks.check_decoupled_run(_decoupled(_solution_loader))
+    repro_checks.check_decoupled_run(_decoupled(lambda d, b, s: _solution_loader(d, b, s + 7)))   # another order
+    with pytest.raises(checks.CheckFailed, match="replayed on the batches you returned"):
+        repro_checks.check_decoupled_run(_decoupled(_sampled))          # the loader draws from the global stream
+    with pytest.raises(checks.CheckFailed, match="replayed on the batches you returned"):
+        repro_checks.check_decoupled_run(_decoupled(_solution_loader, reseed=True))
+    with pytest.raises(checks.CheckFailed, match="widths 4 and 16"):
+        repro_checks.check_decoupled_run(_decoupled(lambda d, b, s: DataLoader(d, batch_size=b, shuffle=True)))
+
+
+def test_replay_run_reproduces_a_run_and_weight_gap_sees_a_change():
+    X = torch.randn(20, 3, generator=torch.Generator().manual_seed(1))
+    y = (X.sum(dim=1) > 0).long()
+    batches = [[0, 5, 9], [1, 2, 3, 4], [19, 18]]
+    first, second = repro_checks.replay_run(X, y, 4, 2, batches), repro_checks.replay_run(X, y, 4, 2, batches)
+    assert repro_checks.weight_gap(first, second) == 0.0
+    assert repro_checks.weight_gap(first, repro_checks.replay_run(X, y, 4, 2, batches[::-1])) > 0
+    assert repro_checks.weight_gap(None, first) == 1e9
+    assert repro_checks.epoch_faults([[0, 1, 2], [2, 1, 0], [2, 1, 0], [0, 0, 1]], 3) == (1, 1)
 
 
 def test_check_seed_sweep_explains_a_mean_of_the_seeds():
@@ -229,9 +290,9 @@ def test_check_seed_sweep_explains_a_mean_of_the_seeds():
         out = right(train_fn, seeds)
         return {**out, "mean": sum(seeds) / len(seeds)}
 
-    repro.check_seed_sweep(right)
+    repro_checks.check_seed_sweep(right)
     with pytest.raises(checks.CheckFailed, match="is the mean of the seeds"):
-        repro.check_seed_sweep(mean_of_seeds)
+        repro_checks.check_seed_sweep(mean_of_seeds)
 
 
 def test_random_tape_dropout_and_shuffle_counts_are_what_the_generator_gives():
@@ -247,3 +308,12 @@ def test_random_tape_dropout_and_shuffle_counts_are_what_the_generator_gives():
     torch.manual_seed(0)
     torch.empty(shuffle + masks, dtype=torch.int64).random_()
     assert torch.equal(torch.rand(3), after_real)
+
+
+def test_worker_draws_from_python_use_random_s_global_generator():
+    random.seed(4)
+    index, worker, draw = repro.WorkerDraws(3, "python")[1]
+    random.seed(4)
+    assert (index, worker) == (1, -1) and draw.item() == random.random()
+    with pytest.raises(ValueError):
+        repro.WorkerDraws(3, "jax")

@@ -85,14 +85,6 @@ def make_generator_loader(dataset, batch_size, seed, num_workers=0):
     return DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=num_workers,
                       generator=torch.manual_seed(seed))
 '''),
-        "seeded RandomSampler, but the DataLoader still draws its base seed from the global stream": _loader('''
-from torch.utils.data import RandomSampler
-
-
-def make_generator_loader(dataset, batch_size, seed, num_workers=0):
-    sampler = RandomSampler(dataset, generator=torch.Generator().manual_seed(seed))
-    return DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=num_workers)
-'''),
         "a worker_init_fn seeds NumPy with the seed in every worker": _loader('''
 import functools
 
@@ -207,18 +199,6 @@ def set_seed(seed):
     random.seed(seed)
     torch.use_deterministic_algorithms(True)
 '''),
-        "random.seed(str(seed)): a string seed gives another state than the int": _seed('''
-def set_seed(seed):
-    torch.manual_seed(seed)
-    np.random.seed(seed)
-    random.seed(str(seed))
-'''),
-        "seeds torch from a NumPy draw instead of the seed itself": _seed('''
-def set_seed(seed):
-    np.random.seed(seed)
-    random.seed(seed)
-    torch.manual_seed(int(np.random.randint(2**31)))
-'''),
         "a plain shuffled DataLoader: the order ignores the seed and follows the global stream": _loader('''
 def make_generator_loader(dataset, batch_size, seed, num_workers=0):
     return DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=num_workers)
@@ -249,11 +229,6 @@ def make_generator_loader(dataset, batch_size, seed, num_workers=0):
 def make_generator_loader(dataset, batch_size, seed, num_workers=0):
     return DataLoader(dataset, batch_size=batch_size, shuffle=True, drop_last=True, num_workers=num_workers,
                       generator=torch.Generator().manual_seed(seed))
-'''),
-        "a data seed of its own, one past the seed: independent of the width, but another order": _loader('''
-def make_generator_loader(dataset, batch_size, seed, num_workers=0):
-    return DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=num_workers,
-                      generator=torch.Generator().manual_seed(seed + 1))
 '''),
         "ignores num_workers: every item is fetched in the main process": _loader('''
 def make_generator_loader(dataset, batch_size, seed, num_workers=0):
@@ -287,6 +262,17 @@ def make_generator_loader(dataset, batch_size, seed, num_workers=0):
     loader = DataLoader({_DATA}, batch_size=batch_size, shuffle=True,
                         generator=torch.Generator().manual_seed(data_seed))
 '''),
+        "one permutation drawn once, the same order every epoch": _run(f'''
+    torch.manual_seed(seed)
+    model = {_MODEL}
+    order = torch.randperm(len(X), generator=torch.Generator().manual_seed(seed)).tolist()
+    loader = DataLoader(torch.utils.data.Subset({_DATA}, order), batch_size=batch_size)
+'''),
+        "returns each batch's indices as a tensor": _run(f'''
+    torch.manual_seed(seed)
+    model = {_MODEL}
+    loader = DataLoader({_DATA}, batch_size=batch_size, shuffle=True, generator=torch.Generator().manual_seed(seed))
+''', _TRAIN.replace("batches.append(idx.tolist())", "batches.append(idx)")),
         "a sanity-check forward pass before training (an extra draw of dropout masks)": _run(f'''
     torch.manual_seed(seed)
     model = {_MODEL}
@@ -343,6 +329,49 @@ def seed_sweep(train_fn, seeds):
 
 RIGHT_ANSWERS = {
     "make_reproducible": {
+        "a RandomSampler with a generator of its own (the loader draws its workers' seed from the global stream)": _loader('''
+from torch.utils.data import RandomSampler
+
+
+def make_generator_loader(dataset, batch_size, seed, num_workers=0):
+    sampler = RandomSampler(dataset, generator=torch.Generator().manual_seed(seed))
+    return DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=num_workers)
+'''),
+        "random.seed(str(seed)): another state than the int gives, but fixed by the seed": _seed('''
+def set_seed(seed):
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+    random.seed(str(seed))
+'''),
+        "seeds torch from a NumPy draw fixed by the seed": _seed('''
+def set_seed(seed):
+    np.random.seed(seed)
+    random.seed(seed)
+    torch.manual_seed(int(np.random.randint(2**31)))
+'''),
+        "a data seed of its own, one past the seed": _loader('''
+def make_generator_loader(dataset, batch_size, seed, num_workers=0):
+    return DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=num_workers,
+                      generator=torch.Generator().manual_seed(seed + 1))
+'''),
+        "a sampler drawing each epoch's permutation from a private np.random.default_rng": _loader('''
+from torch.utils.data import Sampler
+
+
+class _NumpyOrder(Sampler):
+    def __init__(self, n, seed):
+        self.n, self.rng = n, np.random.default_rng(seed)
+
+    def __len__(self):
+        return self.n
+
+    def __iter__(self):
+        return iter(self.rng.permutation(self.n).tolist())
+
+
+def make_generator_loader(dataset, batch_size, seed, num_workers=0):
+    return DataLoader(dataset, batch_size=batch_size, sampler=_NumpyOrder(len(dataset), seed), num_workers=num_workers)
+'''),
         "another order, torch.random.manual_seed, a seed_worker, positional arguments, prints": '''
 import sys
 
@@ -393,6 +422,24 @@ def decoupled_run(X, y, width, seed, num_epochs=2, batch_size=16):
             batches.append([int(i) for i in idx])
         print(f"epoch {epoch}: last loss {loss.item():.4f}")
         print(f"debug: {step + 1} batches", file=sys.stderr)
+    return batches, model
+''',
+        "each epoch's permutation drawn from a private np.random.default_rng, batches sliced by hand": '''
+def decoupled_run(X, y, width, seed, num_epochs=2, batch_size=16):
+    rng = np.random.default_rng(seed)
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(X.shape[1], width), nn.ReLU(), nn.Dropout(0.2), nn.Linear(width, 2))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    model.train()
+    batches = []
+    for epoch in range(num_epochs):
+        order = rng.permutation(len(X))
+        for start in range(0, len(X), batch_size):
+            idx = [int(i) for i in order[start:start + batch_size]]
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(model(X[idx]), y[idx]).backward()
+            optimizer.step()
+            batches.append(idx)
     return batches, model
 ''',
     },
@@ -466,48 +513,29 @@ def set_seed(seed):
 RULES = {
     "make_reproducible": {
         "same seed, same run": PITFALLS["make_reproducible"]["set_seed seeds torch only: NumPy keeps its own stream"],
-        "standard states":
-            PLAUSIBLE["make_reproducible"]["seeds torch from a NumPy draw instead of the seed itself"],
-        "nothing else changes": PLAUSIBLE["make_reproducible"][
-            "set_seed also switches deterministic algorithms on (the contract: change nothing else)"],
         "the width does not move the batches": PLAUSIBLE["make_reproducible"][
             "a plain shuffled DataLoader: the order ignores the seed and follows the global stream"],
-        "the loader keeps to itself": PITFALLS["make_reproducible"][
-            "seeded RandomSampler, but the DataLoader still draws its base seed from the global stream"],
-        "the seed picks the order": PLAUSIBLE["make_reproducible"][
-            "a data seed of its own, one past the seed: independent of the width, but another order"],
-        "a new generator on every call":
+        "the loader's order is its own":
             HIDDEN_ONLY["make_reproducible"]["one generator object for every loader, re-seeded on each call"],
+        "each epoch a new permutation":
+            PLAUSIBLE["make_reproducible"]["one permutation drawn up front, the same order every epoch"],
         "workers draw apart":
             PITFALLS["make_reproducible"]["a worker_init_fn seeds NumPy with the seed in every worker"],
-        "defaults otherwise": PLAUSIBLE["make_reproducible"]["drop_last=True, so every batch has the same size"],
     },
     "decoupled_run": {
-        "batches independent of the width": PITFALLS["decoupled_run"][
+        "batches independent of the model": PITFALLS["decoupled_run"][
             "coupled_run unchanged: the loader shuffles from the global stream, after the initialization"],
-        "the order of a seeded loader": _run(f'''
-    torch.manual_seed(seed)
-    model = {_MODEL}
-    # a data seed of its own, one past the model's: independent of the width, but another order
-    loader = DataLoader({_DATA}, batch_size=batch_size, shuffle=True,
-                        generator=torch.Generator().manual_seed(seed + 1))
-'''),
-        "initialization from the seed": PITFALLS["decoupled_run"]["the model is built before torch.manual_seed(seed)"],
-        "then the dropout masks": PLAUSIBLE["decoupled_run"][
-            "a sanity-check forward pass before training (an extra draw of dropout masks)"],
-        "`coupled_run`'s training":
-            PLAUSIBLE["decoupled_run"]["trains in eval mode, so that no dropout mask can depend on the width"],
-        "`num_epochs` and `batch_size`":
-            HIDDEN_ONLY["decoupled_run"]["ignores num_epochs and batch_size (always coupled_run's defaults)"],
-        "the batches trained on": PLAUSIBLE["decoupled_run"][
-            "records the batches in a first pass over the loader, then trains on later passes"],
+        "each epoch a new permutation":
+            PLAUSIBLE["decoupled_run"]["one permutation drawn once, the same order every epoch"],
+        "a replay gives your weights": PITFALLS["decoupled_run"][
+            "seeds the global stream again after building the model: the dropout masks move"],
+        "what you return": PLAUSIBLE["decoupled_run"]["returns each batch's indices as a tensor"],
     },
     "seed_sweep": {
         "once per seed, in order": PITFALLS["seed_sweep"]["trains once and reuses that result for every seed"],
         "only passes the seed on":
             PLAUSIBLE["seed_sweep"]["seeds torch itself before each call instead of only passing the seed on"],
         "four keys": PITFALLS["seed_sweep"]["no 'values' key"],
-        "`\"values\"`": PLAUSIBLE["seed_sweep"]["sorts the values (for min and max) and returns them sorted"],
         "`\"mean\"`, `\"min\"` and `\"max\"`": PITFALLS["seed_sweep"]["midpoint of min and max reported as the mean"],
         "Python floats": PLAUSIBLE["seed_sweep"]["keeps each result as returned: tensors stay tensors, ints stay ints"],
     },
