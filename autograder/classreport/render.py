@@ -3,6 +3,7 @@ rows: per exercise and per check (beside the grades and the LMS exports), per st
 from __future__ import annotations
 
 import html
+import json
 import statistics
 
 from . import figures
@@ -144,5 +145,6 @@ def check_csv_rows(tally: Tally) -> list[dict]:
             rows.append({"assignment": lesson.id, "grade_id": c.grade_id, "part": c.part, "index": c.index,
                          "of": c.of, "hint": c.label, "students": c.seen, "failed": c.failed,
                          "failed_share": f"{c.share:.4f}", "kinds": kinds_text(c), "not_run": c.not_run,
-                         "failed_first_attempt": c.first_failed, "failed_last_attempt": c.last_failed})
+                         "failed_first_attempt": c.first_failed, "failed_last_attempt": c.last_failed,
+                         "hints_named": json.dumps(dict(sorted(c.hints.items())))})
     return rows
