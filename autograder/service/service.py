@@ -38,7 +38,6 @@ when the record proves it is that run, before it grades the interrupted batch ag
 from __future__ import annotations
 
 import errno
-import json
 import logging
 import os
 import shutil
@@ -50,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.grading.judging.reference import CACHE_DIR
+from autograder.grading.messages import GradingReport, MessageError
 from autograder.grading.plan.planning import GRADING_DIR
 
 from ..grading.status import SubmissionError
@@ -248,19 +248,19 @@ class Service(CourseFolder, Returning):
         done = self.run_grading(cmd)
         prune_backups(self.work / "backups", self.settings.keep_backups)
         found = {}
-        try:
-            report = json.loads((self.work / "grading-report.json").read_text())
-            items = [s for s in report["submissions"] if s["assignment"] == assignment]
-        except (OSError, ValueError, KeyError):
+        try:   # through the report's one definition: another version is refused, not misread
+            report = GradingReport.read(self.work / "grading-report.json")
+            items = [s for s in report.submissions if s.assignment == assignment]
+        except (OSError, MessageError):
             items = []
         for entry in entries:
-            mine = [s for s in items if s["student"] == entry.student]
+            mine = [s for s in items if s.student == entry.student]
             if not mine:
                 found[entry.student] = ("error", f"the grading command ended with {done.returncode} and did not "
                                                  f"report it: {done.stderr[-300:]}")
                 continue
-            status = next((s["status"] for s in mine if s["status"] != "graded"), "graded")
-            found[entry.student] = (status, " | ".join(s["reason"] for s in mine if s["reason"]))
+            status = next((str(s.status) for s in mine if s.status != "graded"), "graded")
+            found[entry.student] = (status, " | ".join(s.reason for s in mine if s.reason))
         return found
 
     def failed(self, entry: Entry, reason: str, page: bool = True) -> None:
