@@ -175,7 +175,7 @@ class CheckResult(Message):
     hint: str = ""
 
     def __post_init__(self):
-        if self.part not in ("visible", "hidden") or self.status not in CHECK_STATUSES:
+        if self.part not in _PARTS or self.status not in CHECK_STATUSES:
             raise MessageError("check-result: its part or its status is not one the grader writes")
 
     @classmethod
@@ -183,16 +183,16 @@ class CheckResult(Message):
         """:meth:`Message.from_dict`, with a quick path for a well-formed one (a class's report holds tens of
         thousands): the same checks, written out for these fields; anything else takes the general path."""
         if type(data) is dict and data.keys() == _CHECK_KEYS and data["kind"] == cls.KIND and \
-                data["version"] == cls.VERSION:
-            found = cls(data["grade_id"], data["part"], data["index"], data["of"], data["status"], data["failure"],
-                        data["exception"], data["hint"])
-            if type(found.index) is int and type(found.of) is int and type(found.grade_id) is str and \
-                    type(found.failure) is str and type(found.exception) is str and type(found.hint) is str:
-                return found   # part and status: checked against their values by __post_init__
+                data["version"] == cls.VERSION and type(data["index"]) is int and type(data["of"]) is int and \
+                data["part"] in _PARTS and data["status"] in CHECK_STATUSES and type(data["grade_id"]) is str and \
+                type(data["failure"]) is str and type(data["exception"]) is str and type(data["hint"]) is str:
+            return cls(data["grade_id"], data["part"], data["index"], data["of"], data["status"], data["failure"],
+                       data["exception"], data["hint"])
         return super().from_dict(data)
 
 
 CHECK_STATUSES = ("passed", "failed", "error", "timeout", "not-run")
+_PARTS = ("visible", "hidden")
 _CHECK_FIELDS = ("grade_id", "part", "index", "of", "status", "failure", "exception", "hint")
 _CHECK_KEYS = {"kind", "version", *_CHECK_FIELDS}
 

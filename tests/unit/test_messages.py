@@ -264,7 +264,7 @@ SPEAKERS = ["autograder/warm/template.py", "autograder/warm/pool.py", "autograde
             "autograder/warm/isolate.py", "autograder/grading/record/recording.py",
             "autograder/grading/run/worker.py", "autograder/grading/run/engine.py",
             "autograder/grading/judging/judge.py", "autograder/grading/report/reporting.py",
-            "autograder/grading/report/finish.py"]
+            "autograder/grading/report/finish.py", "autograder/classreport/data.py", "autograder/service/service.py"]
 HASHING = {("autograder/warm/pool.py", "template_key")}   # json.dumps of a key to hash, not a message
 
 
