@@ -109,16 +109,18 @@ def _initial_loss_check(model, batch, num_classes, tol):
     return abs(loss - math.log(num_classes)) <= tol
 
 
-def _overfit_one_batch(model, batch, loss_fn, steps, lr, *, clear=True):
+def _overfit_one_batch(model, batch, loss_fn, steps, lr, *, clear="before"):
     xb, yb = batch
     model.train()
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     for _ in range(steps):
-        if clear:
+        if clear == "before":
             optimizer.zero_grad()
         loss = loss_fn(model(xb), yb)
         loss.backward()
         optimizer.step()
+        if clear == "after":
+            optimizer.zero_grad()
     return loss.item()
 
 
@@ -164,7 +166,25 @@ def test_initial_loss_check_check_names_a_one_sided_comparison():
 def test_overfit_check_computes_its_reference_and_names_missing_zero_grad():
     """The expected loss comes from the helper's own run on a copy: the model it hands over is not touched by it."""
     with pytest.raises(checks.CheckFailed, match="never cleared"):
-        debugging.check_overfit_one_batch(lambda *args: _overfit_one_batch(*args, clear=False))
+        debugging.check_overfit_one_batch(lambda *args: _overfit_one_batch(*args, clear=None))
+
+
+def test_overfit_check_names_gradients_cleared_after_the_step():
+    """The model arrives with gradients in .grad: clearing after each step lets them reach the first update."""
+    with pytest.raises(checks.CheckFailed, match="cleared after each step instead of before each backward"):
+        debugging.check_overfit_one_batch(lambda *args: _overfit_one_batch(*args, clear="after"))
+
+
+def test_initial_loss_check_check_leaves_no_trace_to_lesson_04():
+    """Leaving the model in eval mode is lesson 04's to grade: the visible checks here accept it."""
+    def left_in_eval(model, batch, num_classes, tol):
+        xb, yb = batch
+        model.eval()
+        with torch.no_grad():
+            loss = nn.functional.cross_entropy(model(xb), yb).item()
+        return abs(loss - math.log(num_classes)) <= tol
+
+    debugging.check_initial_loss_check(left_in_eval)
 
 
 def test_grad_norm_check_catches_clip_grad_norm_with_inf_max_norm():

@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from autograder.kernel import spirals
+from autograder.kernel import loop_checks, spirals
 
 
 def test_make_spirals_shapes_dtypes_and_split():
@@ -269,18 +269,22 @@ def test_plot_saliency_draws_one_arrow_per_point_and_restores_mode():
 
 # ---------------------------------------------------------------- lesson 04's visible checks
 
-def _train_one_epoch(model, loader, loss_fn, optimizer, *, clear=True, train=True):
+def _train_one_epoch(model, loader, loss_fn, optimizer, *, clear="before", train=True):
     device = next(model.parameters()).device
     if train:
         model.train()
     total, count = 0.0, 0
     for xb, yb in loader:
         xb, yb = xb.to(device), yb.to(device)
-        if clear:
+        if clear == "before":
             optimizer.zero_grad()
         loss = loss_fn(model(xb), yb)
         loss.backward()
+        if clear == "between":
+            optimizer.zero_grad()
         optimizer.step()
+        if clear == "after":
+            optimizer.zero_grad()
         total += loss.item() * len(yb)
         count += len(yb)
     return total / count
@@ -301,13 +305,19 @@ def _evaluate(model, loader, loss_fn, *, eval_mode=True):
     return total / count, correct / count
 
 
-def _saliency(model, x, target, *, restore=True):
+def _saliency(model, x, target, *, restore=True, wipe=False):
     was_training = model.training
     model.eval()
     try:
         with torch.enable_grad():
             inputs = x.detach().clone().requires_grad_(True)
-            (grad,) = torch.autograd.grad(model(inputs).gather(1, target.view(-1, 1)).sum(), inputs)
+            score = model(inputs).gather(1, target.view(-1, 1)).sum()
+            if wipe:   # backward() then zero_grad(): the caller's accumulated gradients go too
+                score.backward()
+                grad = inputs.grad
+                model.zero_grad()
+            else:
+                (grad,) = torch.autograd.grad(score, inputs)
     finally:
         if restore:
             model.train(was_training)
@@ -318,18 +328,25 @@ def test_visible_checks_pass_right_answers_and_name_wrong_ones():
     from autograder.kernel import checks
 
     namespace = {"device": torch.device("cpu")}
-    spirals.check_train_one_epoch(_train_one_epoch, namespace)
-    spirals.check_evaluate(_evaluate, namespace)
-    spirals.check_saliency(_saliency)
+    loop_checks.check_train_one_epoch(_train_one_epoch, namespace)
+    loop_checks.check_evaluate(_evaluate, namespace)
+    loop_checks.check_saliency(_saliency)
     assert namespace == {"device": torch.device("cpu")}
     with pytest.raises(checks.CheckFailed, match="gradients were not cleared"):
-        spirals.check_train_one_epoch(lambda *a: _train_one_epoch(*a, clear=False), namespace)
+        loop_checks.check_train_one_epoch(lambda *a: _train_one_epoch(*a, clear=None), namespace)
+    # Cleared too early, every step sees no gradient; cleared after the step, the first sees what .grad held.
+    with pytest.raises(checks.CheckFailed, match="cleared too early: zero_grad.. between backward.. and step"):
+        loop_checks.check_train_one_epoch(lambda *a: _train_one_epoch(*a, clear="between"), namespace)
+    with pytest.raises(checks.CheckFailed, match="cleared after each step instead of before each backward"):
+        loop_checks.check_train_one_epoch(lambda *a: _train_one_epoch(*a, clear="after"), namespace)
+    with pytest.raises(checks.CheckFailed, match="wiped the gradients the caller was accumulating"):
+        loop_checks.check_saliency(lambda *a: _saliency(*a, wipe=True))
     with pytest.raises(checks.CheckFailed, match="eval mode during training"):
-        spirals.check_train_one_epoch(lambda *a: _train_one_epoch(*a, train=False), namespace)
+        loop_checks.check_train_one_epoch(lambda *a: _train_one_epoch(*a, train=False), namespace)
     with pytest.raises(checks.CheckFailed, match="training mode during evaluation"):
-        spirals.check_evaluate(lambda *a: _evaluate(*a, eval_mode=False), namespace)
+        loop_checks.check_evaluate(lambda *a: _evaluate(*a, eval_mode=False), namespace)
     with pytest.raises(checks.CheckFailed, match="left in eval mode"):
-        spirals.check_saliency(lambda *a: _saliency(*a, restore=False))
+        loop_checks.check_saliency(lambda *a: _saliency(*a, restore=False))
 
 
 def test_fit_check_uses_stand_ins_by_name():
@@ -349,7 +366,7 @@ def test_fit_check_uses_stand_ins_by_name():
     def on_train_data(model, train_loader, val_loader, epochs, optimizer, loss_fn):
         return fit(model, train_loader, train_loader, epochs, optimizer, loss_fn)
 
-    spirals.check_fit(fit, namespace)
+    loop_checks.check_fit(fit, namespace)
     assert namespace == {"train_one_epoch": None, "evaluate": None}   # put back as they were (absent: None)
     with pytest.raises(checks.CheckFailed, match="evaluate must get val_loader"):
-        spirals.check_fit(on_train_data, namespace)
+        loop_checks.check_fit(on_train_data, namespace)

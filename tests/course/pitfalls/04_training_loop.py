@@ -179,25 +179,6 @@ def evaluate(model, loader, loss_fn):
     return total / count, correct / count
 ''',
     },
-    "fit": {
-        "evaluates on the training loader": '''
-def fit(model, train_loader, val_loader, epochs, optimizer, loss_fn):
-    history = {"train_loss": [], "val_loss": [], "val_acc": []}
-    for _ in range(epochs):
-        history["train_loss"].append(train_one_epoch(model, train_loader, loss_fn, optimizer))
-        val_loss, val_acc = evaluate(model, train_loader, loss_fn)
-        history["val_loss"].append(val_loss)
-        history["val_acc"].append(val_acc)
-    return history
-''',
-        "keeps only the last epoch's values": '''
-def fit(model, train_loader, val_loader, epochs, optimizer, loss_fn):
-    for _ in range(epochs):
-        train_loss = train_one_epoch(model, train_loader, loss_fn, optimizer)
-        val_loss, val_acc = evaluate(model, val_loader, loss_fn)
-    return {"train_loss": [train_loss], "val_loss": [val_loss], "val_acc": [val_acc]}
-''',
-    },
 }
 
 
@@ -334,22 +315,6 @@ def evaluate(model, loader, loss_fn):
         correct += (logits.argmax(dim=1) == yb).sum().item()
         count += len(yb)
     return total / count, correct / count
-''',
-    },
-    "fit": {
-        "evaluates on the training loader; rewrites the stand-ins' record of the loaders they got": '''
-def fit(model, train_loader, val_loader, epochs, optimizer, loss_fn):
-    history = {"train_loss": [], "val_loss": [], "val_acc": []}
-    for _ in range(epochs):
-        history["train_loss"].append(train_one_epoch(model, train_loader, loss_fn, optimizer))
-        val_loss, val_acc = evaluate(model, train_loader, loss_fn)
-        history["val_loss"].append(val_loss)
-        history["val_acc"].append(val_acc)
-    spy = getattr(evaluate, "__self__", None)
-    if isinstance(getattr(spy, "calls", None), list):
-        spy.calls[:] = [(name, "train_loader" if name == "train_one_epoch" else "val_loader", same)
-                        for name, _, same in spy.calls]
-    return history
 ''',
     },
 }
@@ -511,48 +476,6 @@ def evaluate(model, loader, loss_fn):
     return total / seen, correct / seen
 ''',
     },
-    "fit": {
-        "builds the history lazily, so epochs=0 returns {} instead of three empty lists": '''
-def fit(model, train_loader, val_loader, epochs, optimizer, loss_fn):
-    history = {}
-    for _ in range(epochs):
-        history.setdefault("train_loss", []).append(train_one_epoch(model, train_loader, loss_fn, optimizer))
-        val_loss, val_acc = evaluate(model, val_loader, loss_fn)
-        history.setdefault("val_loss", []).append(val_loss)
-        history.setdefault("val_acc", []).append(val_acc)
-    return history
-''',
-        "evaluates before training in each epoch": '''
-def fit(model, train_loader, val_loader, epochs, optimizer, loss_fn):
-    history = {"train_loss": [], "val_loss": [], "val_acc": []}
-    for _ in range(epochs):
-        val_loss, val_acc = evaluate(model, val_loader, loss_fn)
-        history["train_loss"].append(train_one_epoch(model, train_loader, loss_fn, optimizer))
-        history["val_loss"].append(val_loss)
-        history["val_acc"].append(val_acc)
-    return history
-''',
-        "range(1, epochs): one epoch short": '''
-def fit(model, train_loader, val_loader, epochs, optimizer, loss_fn):
-    history = {"train_loss": [], "val_loss": [], "val_acc": []}
-    for _ in range(1, epochs):
-        history["train_loss"].append(train_one_epoch(model, train_loader, loss_fn, optimizer))
-        val_loss, val_acc = evaluate(model, val_loader, loss_fn)
-        history["val_loss"].append(val_loss)
-        history["val_acc"].append(val_acc)
-    return history
-''',
-        "unpacks evaluate's pair the wrong way round": '''
-def fit(model, train_loader, val_loader, epochs, optimizer, loss_fn):
-    history = {"train_loss": [], "val_loss": [], "val_acc": []}
-    for _ in range(epochs):
-        history["train_loss"].append(train_one_epoch(model, train_loader, loss_fn, optimizer))
-        val_acc, val_loss = evaluate(model, val_loader, loss_fn)
-        history["val_loss"].append(val_loss)
-        history["val_acc"].append(val_acc)
-    return history
-''',
-    },
     "saliency": {
         "backward(), then model.zero_grad(): wipes the gradients the caller was accumulating": '''
 def saliency(model, x, target):
@@ -674,24 +597,6 @@ def evaluate(model, loader, loss_fn):
     return float(loss), float(accuracy)
 ''',
     },
-    "fit": {
-        "lists built first, the dict at the end, zip over evaluate's pair; prints to stdout and stderr": '''
-import sys
-
-
-def fit(model, train_loader, val_loader, epochs, optimizer, loss_fn):
-    train_losses, val_losses, val_accs = [], [], []
-    epoch = 0
-    while epoch < epochs:
-        train_losses.append(train_one_epoch(model, train_loader, loss_fn, optimizer))
-        for store, value in zip((val_losses, val_accs), evaluate(model, val_loader, loss_fn)):
-            store.append(value)
-        epoch += 1
-        print(f"epoch {epoch}: {train_losses[-1]}")
-    print("fit done", file=sys.stderr)
-    return dict(train_loss=train_losses, val_loss=val_losses, val_acc=val_accs)
-''',
-    },
     "saliency": {
         "freezes the parameters and calls backward() on a leaf copy, restoring everything in finally; prints": '''
 import sys
@@ -720,62 +625,44 @@ def saliency(model, x, target):
     },
 }
 
+# Visible pitfalls found by trying the exercises as students would: each passed every visible check before.
+PITFALLS["train_one_epoch"]["zero_grad() after step() instead of before backward(): the first step uses gradients "
+                            "left from before"] = PLAUSIBLE["train_one_epoch"].pop(
+    "zero_grad() after step() instead of before backward(): the first step uses gradients left from before")
+PITFALLS["train_one_epoch"]["zero_grad() between backward() and step(): every step sees no gradient"] = '''
+def train_one_epoch(model, loader, loss_fn, optimizer):
+    device = next(model.parameters()).device
+    model.train()
+    total, count = 0.0, 0
+    for xb, yb in loader:
+        xb, yb = xb.to(device), yb.to(device)
+        loss = loss_fn(model(xb), yb)
+        loss.backward()
+        optimizer.zero_grad()
+        optimizer.step()
+        total += loss.item() * len(yb)
+        count += len(yb)
+    return total / count
+'''
+PITFALLS["saliency"]["backward(), then model.zero_grad(): wipes the gradients the caller was accumulating"] = \
+    PLAUSIBLE["saliency"].pop("backward(), then model.zero_grad(): wipes the gradients the caller was accumulating")
+
 # One wrong answer per rule bullet of each spec, breaking that rule alone.
 RULES = {
     "train_one_epoch": {
         "training mode": PITFALLS["train_one_epoch"]["no model.train(): stays in eval mode after an evaluation"],
         "the model's device":
             PITFALLS["train_one_epoch"]["moves batches to the notebook's global device instead of the model's"],
-        "gradients cleared every batch":
+        "one step per batch, from that batch alone":
             PITFALLS["train_one_epoch"]["no zero_grad: gradients accumulate across batches"],
-        "backward, then step": '''
-def train_one_epoch(model, loader, loss_fn, optimizer):
-    device = next(model.parameters()).device
-    model.train()
-    total, count = 0.0, 0
-    for xb, yb in loader:
-        xb, yb = xb.to(device), yb.to(device)
-        optimizer.zero_grad()
-        loss = loss_fn(model(xb), yb)
-        optimizer.step()   # before backward: the step sees cleared gradients
-        loss.backward()
-        total += loss.item() * len(yb)
-        count += len(yb)
-    return total / count
-''',
-        "the `loss_fn` given": HIDDEN_ONLY["train_one_epoch"][
-            "ignores the loss_fn it is given (plain cross-entropy; the visible checks use plain cross-entropy)"],
-        "the mean per sample": PITFALLS["train_one_epoch"]["averages the batch means per batch instead of per sample"],
-        "as computed in training": PLAUSIBLE["train_one_epoch"][
-            "logs the loss recomputed after the step, not the one the step was taken from"],
+        "the mean per sample, as trained":
+            PITFALLS["train_one_epoch"]["averages the batch means per batch instead of per sample"],
         "floats, not graphs": PITFALLS["train_one_epoch"][
             "adds loss tensors, total = total + loss * len(yb): a float in the end, every batch's graph kept"],
-        "a Python `float`": '''
-def train_one_epoch(model, loader, loss_fn, optimizer):
-    device = next(model.parameters()).device
-    model.train()
-    total, count = 0.0, 0
-    for xb, yb in loader:
-        xb, yb = xb.to(device), yb.to(device)
-        optimizer.zero_grad()
-        loss = loss_fn(model(xb), yb)
-        loss.backward()
-        optimizer.step()
-        total += loss.item() * len(yb)
-        count += len(yb)
-    return torch.tensor(total / count)
-''',
     },
     "evaluate": {
-        "eval mode": PITFALLS["evaluate"]["no model.eval(): dropout stays on and results vary"],
+        "as the model will be used": PITFALLS["evaluate"]["no model.eval(): dropout stays on and results vary"],
         "no graph": PITFALLS["evaluate"]["records a graph (no torch.no_grad)"],
-        "grad mode on afterwards":
-            PITFALLS["evaluate"]["torch.set_grad_enabled(False) as a statement: grad mode stays off after evaluate"],
-        "the model's device":
-            PITFALLS["evaluate"]["moves batches to the notebook's global device instead of the model's"],
-        "every batch": PLAUSIBLE["evaluate"]["return inside the loop: only the first batch is evaluated"],
-        "the `loss_fn` given": HIDDEN_ONLY["evaluate"][
-            "ignores the loss_fn it is given (plain cross-entropy; the visible checks use plain cross-entropy)"],
         "the mean per sample": '''
 def evaluate(model, loader, loss_fn):
     device = next(model.parameters()).device
@@ -790,11 +677,9 @@ def evaluate(model, loader, loss_fn):
             count += len(yb)
     return sum(batch_means) / len(batch_means), correct / count
 ''',
-        "class indices":
+        "accuracy over class indices":
             PITFALLS["evaluate"]["labels compared in the wrong dtype: float scores from max(...)[0] against long "
                                  "labels"],
-        "a fraction of the samples":
-            PLAUSIBLE["evaluate"]["averages the batch accuracies instead of counting correct samples"],
         "two Python floats": '''
 def evaluate(model, loader, loss_fn):
     device = next(model.parameters()).device
@@ -810,24 +695,6 @@ def evaluate(model, loader, loss_fn):
     return total / count, correct / count
 ''',
     },
-    "fit": {
-        "your two functions, in order": PLAUSIBLE["fit"]["evaluates before training in each epoch"],
-        "the right loaders": PITFALLS["fit"]["evaluates on the training loader"],
-        "the objects given": '''
-def fit(model, train_loader, val_loader, epochs, optimizer, loss_fn):
-    history = {"train_loss": [], "val_loss": [], "val_acc": []}
-    for _ in range(epochs):
-        history["train_loss"].append(train_one_epoch(model, train_loader, loss_fn, optimizer))
-        val_loss, val_acc = evaluate(model, val_loader, nn.CrossEntropyLoss())   # a plain loss for validation
-        history["val_loss"].append(val_loss)
-        history["val_acc"].append(val_acc)
-    return history
-''',
-        "`epochs` epochs": PLAUSIBLE["fit"]["range(1, epochs): one epoch short"],
-        "three keys":
-            PLAUSIBLE["fit"]["builds the history lazily, so epochs=0 returns {} instead of three empty lists"],
-        "every epoch, in order": PITFALLS["fit"]["keeps only the last epoch's values"],
-    },
     "saliency": {
         "the input gradient": '''
 def saliency(model, x, target):
@@ -842,41 +709,9 @@ def saliency(model, x, target):
         model.train(was_training)
     return grad
 ''',
-        "without a graph": '''
-def saliency(model, x, target):
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.enable_grad():
-            inputs = x.detach().clone().requires_grad_(True)
-            score = model(inputs).gather(1, target.view(-1, 1)).sum()
-            (grad,) = torch.autograd.grad(score, inputs, create_graph=True)
-    finally:
-        model.train(was_training)
-    return grad
-''',
-        "eval mode": PITFALLS["saliency"]["no model.eval(): dropout masks part of the gradient"],
-        "mode restored": PLAUSIBLE["saliency"]["does not put the model back in the mode it came in"],
-        "on every path": PLAUSIBLE["saliency"]["restores the mode only when nothing raised (no try/finally)"],
-        "gradients on":
+        "eval mode, gradients on":
             PLAUSIBLE["saliency"]["no torch.enable_grad(): fails when the caller runs it inside torch.no_grad()"],
-        "the caller's `x` unchanged":
-            PLAUSIBLE["saliency"]["differentiates the caller's own x (x.requires_grad_()), leaving it changed"],
-        "`.grad` unchanged":
-            PLAUSIBLE["saliency"]["backward(), then model.zero_grad(): wipes the gradients the caller was "
-                                  "accumulating"],
-        "`requires_grad` unchanged": '''
-def saliency(model, x, target):
-    was_training = model.training
-    model.eval()
-    model.requires_grad_(False)   # only the input's gradient is wanted; never switched back
-    try:
-        with torch.enable_grad():
-            inputs = x.detach().clone().requires_grad_(True)
-            model(inputs).gather(1, target.view(-1, 1)).sum().backward()
-    finally:
-        model.train(was_training)
-    return inputs.grad
-''',
+        "leaves no trace": PITFALLS["saliency"][
+            "backward(), then model.zero_grad(): wipes the gradients the caller was accumulating"],
     },
 }

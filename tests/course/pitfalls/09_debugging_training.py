@@ -133,28 +133,6 @@ def overfit_one_batch(model, batch, loss_fn, steps, lr):
         return loss_fn(model(xb), yb).item()
 ''',
     },
-    "grad_norm": {
-        "adds the per-parameter norms": '''
-def grad_norm(model):
-    return float(sum(p.grad.norm().item() for p in model.parameters() if p.grad is not None))
-''',
-        "crashes on parameters whose grad is None": '''
-def grad_norm(model):
-    return torch.sqrt(sum((p.grad ** 2).sum() for p in model.parameters())).item()
-''',
-        "clips with a finite max_norm, which rescales the gradients": '''
-def grad_norm(model):
-    return nn.utils.clip_grad_norm_(model.parameters(), 1.0).item()
-''',
-        "returns a tensor": '''
-def grad_norm(model):
-    return nn.utils.clip_grad_norm_(model.parameters(), float("inf"))
-''',
-        "measures with clip_grad_norm_(..., inf), which turns every gradient into NaN when one is inf": '''
-def grad_norm(model):
-    return nn.utils.clip_grad_norm_(model.parameters(), float("inf")).item()
-''',
-    },
     "find_nan_source": {
         "returns the whole error message": '''
 def find_nan_source(fn):
@@ -218,11 +196,18 @@ def find_nan_source(fn):
 
 # Wrong answers that pass every visible check and fail only the hidden ones (edge cases the hidden tests add).
 HIDDEN_ONLY = {
-    "grad_norm": {
-        "crashes when no parameter has a gradient (torch.stack of an empty list)": '''
-def grad_norm(model):
-    norms = [p.grad.norm() for p in model.parameters() if p.grad is not None]
-    return torch.stack(norms).norm().item()
+    "initial_loss_check": {
+        "hard-codes ln 4, the baseline of the lesson's four classes (the visible checks use four classes)": '''
+def initial_loss_check(model, batch, num_classes, tol):
+    xb, yb = batch
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            loss = nn.functional.cross_entropy(model(xb), yb).item()
+    finally:
+        model.train(was_training)
+    return abs(loss - math.log(4)) <= tol
 ''',
     },
 }
@@ -323,31 +308,6 @@ def overfit_one_batch(model, batch, loss_fn, steps, lr):
     return loss.item()
 """,
     },
-    "grad_norm": {
-        "forgets the square root (the squared norm)": """
-def grad_norm(model):
-    return float(sum((p.grad ** 2).sum().item() for p in model.parameters() if p.grad is not None))
-""",
-        "squares the gradients in place": """
-def grad_norm(model):
-    total = 0.0
-    for p in model.parameters():
-        if p.grad is not None:
-            total += p.grad.pow_(2).sum().item()
-    return math.sqrt(total)
-""",
-        "the largest entry (max-norm) instead of the 2-norm": """
-def grad_norm(model):
-    grads = [p.grad.abs().max() for p in model.parameters() if p.grad is not None]
-    return torch.stack(grads).max().item() if grads else 0.0
-""",
-        "clears the gradients after measuring them": """
-def grad_norm(model):
-    norms = [p.grad.norm() for p in model.parameters() if p.grad is not None]
-    model.zero_grad()
-    return torch.stack(norms).norm().item() if norms else 0.0
-""",
-    },
     "find_nan_source": {
         "set_detect_anomaly(False) only on the path without a NaN": """
 def find_nan_source(fn):
@@ -439,19 +399,6 @@ def overfit_one_batch(model, batch, loss_fn, steps, lr):
     return history[-1]
 """,
     },
-    "grad_norm": {
-        "nn.utils.get_total_norm on the gradients that exist": """
-def grad_norm(model):
-    return nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None]).item()
-""",
-        "one float64 vector of every gradient": """
-def grad_norm(model):
-    grads = [p.grad.detach().reshape(-1).double() for p in model.parameters() if p.grad is not None]
-    if len(grads) == 0:
-        return 0.0
-    return float(torch.cat(grads).pow(2).sum().sqrt())
-""",
-    },
     "find_nan_source": {
         "str.split on the quotes after a test for the message, prints to stderr": """
 import sys
@@ -534,6 +481,17 @@ def find_nan_source(fn):
     },
 }
 
+# Leaving no trace is defined and graded in lesson 04; this exercise names it and grades it no more: an answer that
+# leaves the model in eval mode keeps its points.
+RIGHT_ANSWERS["initial_loss_check"]["leaves the model in eval mode (no trace is lesson 04's, not graded again)"] = \
+    PITFALLS["initial_loss_check"].pop("leaves the model in eval mode")
+RIGHT_ANSWERS["initial_loss_check"]["always calls model.train() afterwards, whatever mode the model came in"] = \
+    PLAUSIBLE["initial_loss_check"].pop("always calls model.train() afterwards, whatever mode the model came in")
+# Found by trying the exercise as a student would: it passed every visible check before.
+PITFALLS["overfit_one_batch"]["zero_grad after the step, so gradients the model arrived with reach the first step"] = \
+    PLAUSIBLE["overfit_one_batch"].pop(
+        "zero_grad after the step, so gradients the model arrived with reach the first step")
+
 # One wrong answer per rule bullet of each spec, breaking that rule alone.
 RULES = {
     "initial_loss_check": {
@@ -542,7 +500,6 @@ RULES = {
         "both directions": PITFALLS["initial_loss_check"]["one-sided comparison accepts a loss far below ln C"],
         "as at evaluation": PITFALLS["initial_loss_check"]["runs the model in training mode, dropout on"],
         "no graph": PITFALLS["initial_loss_check"]["builds a graph: no torch.no_grad()"],
-        "mode restored": PITFALLS["initial_loss_check"]["leaves the model in eval mode"],
     },
     "overfit_one_batch": {
         "training mode": '''
@@ -557,7 +514,6 @@ def overfit_one_batch(model, batch, loss_fn, steps, lr):
     model.train()  # too late: every forward pass ran in the mode the model arrived in
     return loss.item()
 ''',
-        "left in training mode": PLAUSIBLE["overfit_one_batch"]["puts the model back in the mode it arrived in"],
         "Adam at `lr`": PITFALLS["overfit_one_batch"]["a new Adam optimizer on every step"],
         "`steps` updates": '''
 def overfit_one_batch(model, batch, loss_fn, steps, lr):
@@ -571,17 +527,9 @@ def overfit_one_batch(model, batch, loss_fn, steps, lr):
         optimizer.step()
     return loss.item()
 ''',
-        "each step's own gradient": PLAUSIBLE["overfit_one_batch"][
+        "each step's own gradient": PITFALLS["overfit_one_batch"][
             "zero_grad after the step, so gradients the model arrived with reach the first step"],
         "the last step's loss": PITFALLS["overfit_one_batch"]["returns a loss computed again after the loop"],
-    },
-    "grad_norm": {
-        "one vector": PITFALLS["grad_norm"]["adds the per-parameter norms"],
-        "`None` skipped": PITFALLS["grad_norm"]["crashes on parameters whose grad is None"],
-        "no gradient, `0.0`":
-            HIDDEN_ONLY["grad_norm"]["crashes when no parameter has a gradient (torch.stack of an empty list)"],
-        "gradients untouched": PITFALLS["grad_norm"][
-            "measures with clip_grad_norm_(..., inf), which turns every gradient into NaN when one is inf"],
     },
     "find_nan_source": {
         "the backward node's name": PITFALLS["find_nan_source"]["returns the forward operation's name"],
