@@ -50,24 +50,6 @@ def move_batch(batch, device):
     return type(batch)(item.to(device) if isinstance(item, torch.Tensor) else item for item in batch)
 ''',
     },
-    "gated_residual": {
-        "an in-place rewrite that still breaks backward": '''
-def gated_residual(x, w):
-    h = torch.tanh(x @ w)
-    h *= torch.sigmoid(x)
-    return x + h
-''',
-        "hides the in-place update from autograd with .data": '''
-def gated_residual(x, w):
-    h = torch.tanh(x @ w)
-    h.data.mul_(torch.sigmoid(x))
-    return x + h
-''',
-        "detaches the gate": '''
-def gated_residual(x, w):
-    return x + torch.tanh(x @ w) * torch.sigmoid(x).detach()
-''',
-    },
     "classify_error": {
         "matches only the word 'shape'": '''
 def classify_error(exc):
@@ -162,12 +144,6 @@ def move_batch(batch, device):
     if isinstance(batch, (list, tuple)):
         return type(batch)(one_level(item) for item in batch)
     return move(batch)
-''',
-    },
-    "gated_residual": {
-        "uses x.mm(w), which takes only 2-D input": '''
-def gated_residual(x, w):
-    return x + torch.tanh(x.mm(w)) * torch.sigmoid(x)
 ''',
     },
     "classify_error": {
@@ -266,23 +242,29 @@ def move_batch(batch, device):
     return batch
 ''',
     },
-    "gated_residual": {
-        "accumulates into out = x with +=, which writes into x": '''
-def gated_residual(x, w):
-    out = x
-    out += torch.tanh(x @ w) * torch.sigmoid(x)
-    return out
-''',
-        "transposes w out of nn.Linear habit": '''
-def gated_residual(x, w):
-    return x + torch.tanh(x @ w.T) * torch.sigmoid(x)
-''',
-        "an einsum written for 2-D x only": '''
-def gated_residual(x, w):
-    return x + torch.tanh(torch.einsum("ij,jk->ik", x, w)) * torch.sigmoid(x)
-''',
-    },
     "classify_error": {
+        "reads 'index 5 is out of bounds for dimension 0 with size 3' as a shape error": '''
+def classify_error(exc):
+    message = str(exc).lower()
+    # "dimension" and "size" in "index 5 is out of bounds for dimension 0 with size 3" read as a shape error
+    for family, words in [("inplace", ("inplace", "in-place")), ("device", ("device",)),
+                          ("dtype", ("dtype", "scalar type")), ("shape", ("shape", "size", "dimension"))]:
+        if any(word in message for word in words):
+            return family
+    return "other"
+''',
+        '"mat1 and mat2" decides nothing':
+            PITFALLS["classify_error"]["reads 'mat1 and mat2' as a shape error before looking for a dtype"],
+        "matches 'type' to catch 'scalar type', so a device message becomes 'dtype'": '''
+def classify_error(exc):
+    message = str(exc).lower()
+    # "type" to catch "scalar type" as well as "dtype": but "type" occurs in other messages too
+    for family, words in [("inplace", ("inplace", "in-place")), ("device", ("device",)), ("dtype", ("type",)),
+                          ("shape", ("shape", "size", "dimension"))]:
+        if any(word in message for word in words):
+            return family
+    return "other"
+''',
         "only RuntimeError counts, so cross_entropy's ValueError and numpy()'s TypeError come back 'other'": '''
 def classify_error(exc):
     if not isinstance(exc, RuntimeError):
@@ -372,17 +354,6 @@ def move_batch(batch, device):
     return batch
 ''',
     },
-    "gated_residual": {
-        "keeps the harmless tanh_ on the fresh matrix product": '''
-def gated_residual(x, w):
-    h = (x @ w).tanh_()
-    return x + h * x.sigmoid()
-''',
-        "torch.addcmul": '''
-def gated_residual(x, w):
-    return torch.addcmul(x, torch.tanh(torch.matmul(x, w)), torch.sigmoid(x))
-''',
-    },
     "classify_error": {
         "regular expressions, ignoring case, printing to stdout and stderr": '''
 def classify_error(exc):
@@ -417,7 +388,7 @@ def checked_mse(pred, target):
         "the message names both shapes": PITFALLS["checked_mse"]["refuses without naming the shapes"],
     },
     "move_batch": {
-        "a tensor on its own is moved": '''
+        "every tensor moved, with its dtype": '''
 def move_batch(batch, device):
     # moves the tensors it finds inside containers, but a bare tensor is returned as it came
     if isinstance(batch, dict):
@@ -428,7 +399,6 @@ def move_batch(batch, device):
     return batch
 ''',
         "containers keep their type, to any depth": PITFALLS["move_batch"]["returns every sequence as a list"],
-        "dtypes kept": PLAUSIBLE["move_batch"]["adds .float() by habit, so the labels stop being torch.long"],
         "anything else comes back unchanged": '''
 def move_batch(batch, device):
     if isinstance(batch, torch.Tensor):
@@ -454,46 +424,11 @@ def move_batch(batch, device):
     return batch
 ''',
     },
-    "gated_residual": {
-        "the same values": PLAUSIBLE["gated_residual"]["transposes w out of nn.Linear habit"],
-        "any leading dimensions": HIDDEN_ONLY["gated_residual"]["uses x.mm(w), which takes only 2-D input"],
-        "backward works": PITFALLS["gated_residual"]["an in-place rewrite that still breaks backward"],
-        "the true gradients": PITFALLS["gated_residual"]["detaches the gate"],
-        "`x` and `w` unchanged": '''
-def gated_residual(x, w):
-    if not x.requires_grad:
-        # no gradient to protect, so the result is built in x's own memory
-        return x.add_(torch.tanh(x @ w) * torch.sigmoid(x))
-    return x + torch.tanh(x @ w) * torch.sigmoid(x)
-''',
-    },
     "classify_error": {
         '`"shape"`': PITFALLS["classify_error"]["matches only the word 'shape'"],
         '`"dtype"`': PITFALLS["classify_error"]["matches only the word 'dtype', not 'scalar type'"],
         '`"device"`': PITFALLS["classify_error"]["knows only the CUDA wording 'same device'"],
         '`"inplace"`': PITFALLS["classify_error"]["matches only 'inplace', not 'in-place'"],
         '`"other"`': PLAUSIBLE["classify_error"]["takes every ValueError for a shape error"],
-        'an index out of range is `"other"`': '''
-def classify_error(exc):
-    message = str(exc).lower()
-    # "dimension" and "size" in "index 5 is out of bounds for dimension 0 with size 3" read as a shape error
-    for family, words in [("inplace", ("inplace", "in-place")), ("device", ("device",)),
-                          ("dtype", ("dtype", "scalar type")), ("shape", ("shape", "size", "dimension"))]:
-        if any(word in message for word in words):
-            return family
-    return "other"
-''',
-        '"mat1 and mat2" decides nothing':
-            PITFALLS["classify_error"]["reads 'mat1 and mat2' as a shape error before looking for a dtype"],
-        '"type" decides nothing': '''
-def classify_error(exc):
-    message = str(exc).lower()
-    # "type" to catch "scalar type" as well as "dtype": but "type" occurs in other messages too
-    for family, words in [("inplace", ("inplace", "in-place")), ("device", ("device",)), ("dtype", ("type",)),
-                          ("shape", ("shape", "size", "dimension"))]:
-        if any(word in message for word in words):
-            return family
-    return "other"
-''',
     },
 }
