@@ -8,14 +8,16 @@ A course's Jupyter config names them (deploy/jupyterhub/demo.py writes this for 
     c.ExchangeFactory.fetch_feedback = "autograder.exchange.client.ExchangeFetchFeedback"
     c.HTTPExchange.service_url = "http://127.0.0.1:8005/services/pte-exchange/"
 
-and the instructor's ``release_assignment`` and ``collect`` (``ExchangeReleaseAssignment``,
-``ExchangeCollect``). nbgrader's Assignments tab and its commands use them unchanged. Each request carries the
-user's own hub token (``$JUPYTERHUB_API_TOKEN`` in a hub user's server); the server takes the student from the
-hub, so nothing here names one.
+and the instructor's ``release_assignment``, ``collect`` and ``release_feedback``
+(``ExchangeReleaseAssignment``, ``ExchangeCollect``, ``ExchangeReleaseFeedback``). nbgrader's Assignments tab,
+the formgrader and nbgrader's commands use them unchanged. Each request carries the user's own hub token
+(``$JUPYTERHUB_API_TOKEN`` in a hub user's server); the server takes the student from the hub, so nothing here
+names one.
 """
 from __future__ import annotations
 
 import base64
+import glob
 import hashlib
 import json
 import os
@@ -201,7 +203,8 @@ class ExchangeList(abc.ExchangeList, HTTPExchange):
             return self.submitted(course, self.call("GET", "api/submissions"))
         found = []
         for assignment in self.call("GET", "api/assignments"):
-            if self.coursedir.assignment_id and assignment["assignment_id"] != self.coursedir.assignment_id:
+            if self.coursedir.assignment_id not in ("", "*") and \
+                    assignment["assignment_id"] != self.coursedir.assignment_id:
                 continue
             path = self.assignment_path(assignment["assignment_id"])
             fetched = os.path.isdir(path)
@@ -220,7 +223,7 @@ class ExchangeList(abc.ExchangeList, HTTPExchange):
         groups: dict[str, list[dict]] = {}
         for submission in submissions:
             assignment = submission["assignment_id"]
-            if self.coursedir.assignment_id and assignment != self.coursedir.assignment_id:
+            if self.coursedir.assignment_id not in ("", "*") and assignment != self.coursedir.assignment_id:
                 continue
             folder = os.path.join(self.assignment_path(assignment), "feedback", _plain(submission["timestamp"],
                                                                                        "timestamp"))
@@ -292,3 +295,34 @@ class ExchangeCollect(abc.ExchangeCollect, HTTPExchange):
                 with open(os.path.join(dest, name), "wb") as handle:
                     handle.write(base64.b64decode(record["files"][name]))
             self.log.info("Collected submission: %s %s", student, self.coursedir.assignment_id)
+
+
+class ExchangeReleaseFeedback(abc.ExchangeReleaseFeedback, HTTPExchange):
+    """The instructor's release of feedback: each student's pages (``feedback/<student>/<assignment>/``), named
+    by the submission's secret as nbgrader names them, sent to the server one student at a time."""
+
+    def init_src(self):
+        self.need_course()
+        student = self.coursedir.student_id if self.coursedir.student_id not in ("", "*") else "*"
+        self.folders = sorted(glob.glob(self.coursedir.format_path(self.coursedir.feedback_directory, student,
+                                                                   self.coursedir.assignment_id)))
+
+    def copy_files(self):
+        from nbgrader.utils import notebook_hash
+
+        excluded = set(filter(None, self.coursedir.student_id_exclude.split(",")))
+        for folder in self.folders:
+            student = Path(folder).parent.name
+            secret_path = os.path.join(folder, "submission_secret.txt")
+            if student in excluded or not os.path.isfile(secret_path):
+                continue
+            with open(secret_path) as handle:
+                secret = handle.read()
+            pages = {}
+            for page in sorted(glob.glob(os.path.join(folder, "*.html"))):
+                with open(page, encoding="utf-8") as handle:
+                    pages[notebook_hash(secret=secret, notebook_id=Path(page).stem)] = handle.read()
+            if pages:
+                self.call("POST", f"api/release-feedback/{self.quoted(self.coursedir.assignment_id)}",
+                          {"pages": pages})
+                self.log.info("Released feedback for %s on %s", student, self.coursedir.assignment_id)

@@ -205,6 +205,29 @@ class Store:
                                   "html": page})
         return pages
 
+    def release_feedback(self, assignment: str, pages: dict[str, str]) -> int:
+        """The instructor's feedback pages, each named as nbgrader names it (the hash of a submission's secret
+        and notebook): only names of submissions of ``assignment`` are taken; how many were written."""
+        self.check_released(assignment)
+        known = set()
+        for name in os.listdir(self.inbound):
+            parts = name.split("+")
+            if len(parts) == 4 and parts[1] == assignment and is_id(parts[0]):
+                try:
+                    secret = read_small(self.inbound / name / SECRET, MAX_SECRET_BYTES).decode("ascii")
+                except (OSError, UnicodeDecodeError):
+                    continue
+                known |= {self.feedback_page(secret, p.name[:-len(".ipynb")]).name[:-len(".html")]
+                          for p in (self.inbound / name).glob("*.ipynb")}
+        unknown = sorted(set(pages) - known)
+        if unknown:
+            raise Refused(400, f"no submission of {assignment} has the feedback name {ascii(unknown[0][:140])}")
+        for name, text in pages.items():
+            partial = self.root / "feedback" / f".{name}.partial"
+            partial.write_text(text, encoding="utf-8")
+            partial.replace(self.root / "feedback" / f"{name}.html")
+        return len(pages)
+
     def collect(self, assignment: str) -> list[dict]:
         """Each student's latest submission of ``assignment`` (by arrival), its files in base64, for the
         instructor's collect."""

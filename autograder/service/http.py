@@ -13,7 +13,8 @@ is the student a submission counts for; no request names a student. What is kept
   bytes, each notebook valid JSON); the answer is its timestamp;
 - ``GET api/submissions``: the user's own submissions, with their feedback's checksums (list);
 - ``GET api/feedback/<a>``: the feedback pages of the user's own submissions (fetch feedback);
-- ``POST api/release/<a>``, ``GET api/collect/<a>``: the instructor's release and collect;
+- ``POST api/release/<a>``, ``GET api/collect/<a>``, ``POST api/release-feedback/<a>``: the instructor's
+  release, collect and release of feedback (pages named as nbgrader names them, of submissions it holds);
 - ``GET report[?assignment=<a>]``: the class report (``autograder.classreport.page``), instructors only; a
   page for the browser, logged in through the hub (OAuth).
 
@@ -145,6 +146,16 @@ class Release(Api):
         self.answer(lambda: self.store.mark_released(assignment) or {"assignment_id": assignment})
 
 
+class ReleaseFeedback(Api):
+    def post(self, assignment: str):
+        self.instructor()
+        try:
+            pages = {str(k): str(v) for k, v in dict(json.loads(self.request.body)["pages"]).items()}
+        except (ValueError, KeyError, TypeError):
+            raise web.HTTPError(400, reason="the request is not {\"pages\": {name: html}}") from None
+        self.answer(lambda: {"released": self.store.release_feedback(assignment, pages)})
+
+
 class Collect(Api):
     def get(self, assignment: str):
         self.instructor()
@@ -211,7 +222,8 @@ def make_app(store: Store, auth, prefix: str = "/", instructor_group: str = "ins
     routes = [(r"api/assignments", Assignments), (rf"api/assignments/{name}", Assignment),
               (r"api/submissions", Submissions), (rf"api/submissions/{name}", Submit),
               (rf"api/feedback/{name}", Feedback), (rf"api/release/{name}", Release),
-              (rf"api/collect/{name}", Collect), (r"report", Report)]
+              (rf"api/collect/{name}", Collect), (rf"api/release-feedback/{name}", ReleaseFeedback),
+              (r"report", Report)]
     handlers = [(prefix + path, handler, kwargs) for path, handler in routes]
     if getattr(auth, "oauth_redirect_uri", None):
         from jupyterhub.services.auth import HubOAuthCallbackHandler

@@ -67,6 +67,7 @@ c.ExchangeFactory.list = "autograder.exchange.client.ExchangeList"
 c.ExchangeFactory.fetch_feedback = "autograder.exchange.client.ExchangeFetchFeedback"
 c.ExchangeFactory.release_assignment = "autograder.exchange.client.ExchangeReleaseAssignment"
 c.ExchangeFactory.collect = "autograder.exchange.client.ExchangeCollect"
+c.ExchangeFactory.release_feedback = "autograder.exchange.client.ExchangeReleaseFeedback"
 c.HTTPExchange.service_url = {url!r}
 """
 EXCHANGE_SERVICE = "pte-exchange"   # the HTTP exchange's hub-managed service (jupyterhub_config.py)

@@ -10,6 +10,7 @@ import asyncio
 import json
 import os
 import re
+import shutil
 import stat
 import sys
 import threading
@@ -173,6 +174,10 @@ def test_round_trip_fetch_submit_list_feedback(hub, tmp_path):
     assert page.read_text() == "<p>Hint: ann's feedback</p>"
     [listed] = step(hub, client.ExchangeList, "tok-ann", home, assignment="", ExchangeList={"cached": True})
     assert listed["submissions"][0]["has_local_feedback"] and not listed["submissions"][0]["feedback_updated"]
+    for everything in ("", "*"):   # the Assignments tab asks for "*" after Fetch Feedback
+        [listed] = step(hub, client.ExchangeList, "tok-ann", home, assignment=everything,
+                        ExchangeList={"cached": True})
+        assert listed["assignment_id"] == LESSON
 
 
 def test_the_student_is_who_the_token_says(hub, tmp_path):
@@ -303,3 +308,26 @@ def test_no_report_yet_is_a_page_that_says_so(hub, monkeypatch):
     monkeypatch.setitem(sys.modules, "autograder.classreport", None)   # the report's package missing
     status, text = request(hub, "GET", "report", "tok-prof")
     assert status == 200 and "No report yet" in text
+
+
+def test_the_instructor_releases_feedback_only_to_the_submission_it_names(hub, tmp_path):
+    submit_as(hub, "tok-ann", tmp_path / "ann")
+    [folder] = inbound(hub)
+    step(hub, client.ExchangeCollect, "tok-prof", tmp_path / "prof")
+    feedback = hub["tmp"] / "course" / "feedback" / "ann" / LESSON
+    feedback.mkdir(parents=True)
+    for name in ("timestamp.txt", "submission_secret.txt"):   # as nbgrader's generate_feedback leaves them
+        shutil.copy(hub["tmp"] / "course" / "submitted" / "ann" / LESSON / name, feedback / name)
+    (feedback / f"{LESSON}.html").write_text("<p>the instructor's comments</p>")
+    step(hub, client.ExchangeReleaseFeedback, "tok-prof", tmp_path / "prof")
+    status, answer = request(hub, "GET", f"api/feedback/{LESSON}", "tok-ann")
+    assert [page["html"] for page in answer] == ["<p>the instructor's comments</p>"]
+    status, answer = request(hub, "GET", f"api/feedback/{LESSON}", "tok-bob")
+    assert status == 200 and answer == []
+    status, answer = request(hub, "POST", f"api/release-feedback/{LESSON}", "tok-prof",
+                             {"pages": {"../../escape": "x", "0" * 64: "x"}})
+    assert status == 400 and "feedback name" in answer["message"], answer
+    status, answer = request(hub, "POST", f"api/release-feedback/{LESSON}", "tok-ann", {"pages": {}})
+    assert status == 403, answer
+    secret = (hub["inbound"] / folder / "submission_secret.txt").read_text()
+    assert os.listdir(hub["store"].root / "feedback") == [f"{notebook_hash(secret=secret, notebook_id=LESSON)}.html"]
