@@ -90,7 +90,7 @@ class Returning:
             self.copy_in(entry)
         except SubmissionError as exc:
             message = f"this submission cannot be graded: {exc.reason}"
-        except (NotYet, OSError) as exc:   # no secret to name the page by: log it only
+        except Exception as exc:   # no secret to name the page by (NotYet, an error): log it only
             log.warning("%s: no feedback page: %s", shown(entry.inbound), shown(str(exc)))
             return
         folder = self.feedback_dir(entry)
@@ -102,8 +102,8 @@ class Returning:
                                                                                 message))
         try:
             self.release(entry)
-        except OSError as exc:
-            log.warning("%s: feedback not released: %s", shown(entry.inbound), shown(str(exc)))
+        except Exception as exc:
+            log.warning("%s: feedback not released: %s", shown(entry.inbound), shown(repr(exc)))
 
     def page_by_secret(self, entry_fd: int, name: str, reason: str) -> None:
         """A page for an entry whose name is refused, put in the exchange under the name the student's

@@ -311,8 +311,14 @@ class Service(CourseFolder, Returning):
                 self.queue.retry(entry.inbound, f"not graded: {exc!r}"[:300], DISK_WAIT_S, count=False)
             raise
         graded = time.monotonic()
-        for entry in ready:
-            self.finish(entry, *verdicts[entry.student])
+        for entry in ready:   # an error of one entry's own is counted, and told after a few: never the batch's
+            try:
+                self.finish(entry, *verdicts[entry.student])
+            except Exception as exc:
+                if disk_full(exc):
+                    self.queue.retry(entry.inbound, "the disk is full", DISK_WAIT_S, count=False)
+                    raise
+                self.failed(entry, f"feedback not returned: {exc!r}")
         if batch:
             log.info("%d submission(s) of %s served in %.1f s (copying in %.2f s, the grading command %.1f s, "
                      "releasing the feedback %.2f s)", len(batch), batch[0].assignment, time.monotonic() - started,

@@ -202,3 +202,33 @@ def test_a_page_says_when_it_is_capped_at_take_time(course):
     entry: Entry = service.queue.get(later)
     assert entry.state == "capped", entry
     service.close()
+
+
+def test_an_error_of_one_entry_is_counted_and_told_after_a_few_never_the_batchs(course, monkeypatch):
+    service = make_service(course, retry_s=0.0, max_failures=2)
+    names = {who: submit(service, f"{who}+{LESSON}+{STAMP}+e") for who in ("bad", "good")}
+    release = service.release
+
+    def fragile(entry):   # the fault of one entry's own (here: its release)
+        if entry.student == "bad":
+            raise RuntimeError("something of bad's own")
+        release(entry)
+
+    def grade(entries):   # the grading command's pages, as a run leaves them
+        for entry in entries:
+            service.feedback_dir(entry).mkdir(parents=True, exist_ok=True)
+            (service.feedback_dir(entry) / f"{LESSON}.html").write_text("graded page")
+        return {entry.student: ("graded", "") for entry in entries}
+
+    monkeypatch.setattr(service, "release", fragile)
+    monkeypatch.setattr(service, "grade", grade)
+    service.notice()
+    served = service.serve_one(time.time() + 1)
+    assert sorted(e.student for e in served) == ["bad", "good"]
+    assert service.queue.get(names["bad"]).state == "waiting"   # tried again
+    assert [e.student for e in service.serve_one(time.time() + 2)] == ["bad"]
+    good, bad = service.queue.get(names["good"]), service.queue.get(names["bad"])
+    assert (good.state, good.status) == ("done", "graded"), good
+    assert (bad.state, bad.status, bad.failures) == ("done", "error", 2), bad
+    assert "something of bad" in bad.reason
+    service.close()
