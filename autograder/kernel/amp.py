@@ -140,10 +140,10 @@ def watch_autocast(module: nn.Module, device_type: str) -> list[tuple[bool, torc
 
 def forward_hook_count(model: nn.Module) -> int:
     """Forward hooks still attached to ``model``'s modules, plus global forward hooks."""
-    from torch.nn.modules import module as _module
+    from autograder.kernel import private_apis
 
-    attached = sum(len(m._forward_hooks) for m in model.modules())
-    return attached + len(getattr(_module, "_global_forward_hooks", {}))
+    attached = sum(len(private_apis.get(private_apis.FORWARD_HOOKS, m)) for m in model.modules())
+    return attached + len(private_apis.get(private_apis.GLOBAL_FORWARD_HOOKS))
 
 
 def plot_format_ranges(ax) -> None:

@@ -10,7 +10,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from autograder.kernel import checks
+from autograder.kernel import checks, private_apis
 
 __all__ = ["layout_report", "storage_offsets", "plot_memory_order", "stride_explorer", "SHAPES",
            "expect_answer", "broadcast_report", "plot_broadcast", "check_new_object", "check_shares_storage_answers",
@@ -36,7 +36,7 @@ def layout_report(shape: tuple[int, ...], perm: tuple[int, ...]) -> dict:
         "stride": t.stride(),
         "contiguous": t.is_contiguous(),
         "view(-1) works": view_ok,
-        "reshape(-1) copies": flat._base is None,  # a view of base keeps it as its _base
+        "reshape(-1) copies": private_apis.get(private_apis.TENSOR_VIEW_BASE, flat) is None,  # a view keeps its base
     }
 
 

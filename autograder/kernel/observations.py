@@ -24,6 +24,8 @@ import math
 import re
 from typing import Any
 
+from autograder.kernel import private_apis
+
 FORMAT = 1                   # the observation message's version (messages.Observation.VERSION): it is in MIME
 MIME = f"application/vnd.pte.observation.v{FORMAT}+json"
 _ANY_MIME = re.compile(r"application/vnd\.pte\.observation(?:\.v(\d{1,9}))?\+json")
@@ -88,7 +90,7 @@ def encode(value: Any, *, strides: bool = False, depth: int = 0) -> Any:  # noqa
     if torch is not None and type(value) in (torch.Tensor, torch.nn.Parameter):
         # Unbound methods of the C base class, which cannot be patched: neither an instance attribute
         # (``t.detach = ...``) nor a patched ``torch.Tensor`` answers for the tensor.
-        base = torch._C.TensorBase
+        base = private_apis.get(private_apis.TENSOR_BASE)
         t = base.cpu(base.detach(value))
         if t.numel() > MAX_ELEMENTS:
             raise TooLarge(f"a tensor with {t.numel()} elements (the limit is {MAX_ELEMENTS})")

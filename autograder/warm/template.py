@@ -33,7 +33,6 @@ or ``OMP_NUM_THREADS`` unset or above 1) NumPy's import starts a pool, and every
 Test hook: ``PTE_WARM_TEST_THREAD=1`` in the template's environment starts a thread at start-up, so that every
 fork request is answered ``cold`` (tests/unit/test_warm.py).
 """
-import atexit
 import gc
 import importlib
 import importlib.util
@@ -47,6 +46,7 @@ import time
 import traceback
 from pathlib import Path
 
+from autograder.grading import private_apis
 from autograder.grading.messages import (
     ChildExited,
     Forked,
@@ -97,13 +97,13 @@ def unsafe_reason() -> str | None:
         names = [Path(f"/proc/self/task/{task}/comm").read_text().strip() for task in tasks]
         return f"the template has {len(tasks)} threads ({', '.join(names)})"
     zmq = sys.modules.get("zmq")
-    if zmq is not None and zmq.Context._instance is not None:
+    if zmq is not None and private_apis.get(private_apis.ZMQ_INSTANCE) is not None:
         return "the template has a ZMQ context"
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():
         return "CUDA is initialised in the template"
     pyplot = sys.modules.get("matplotlib.pyplot")
-    if pyplot is not None and getattr(pyplot, "_backend_mod", None) is not None:
+    if pyplot is not None and private_apis.get(private_apis.BACKEND_MOD, pyplot) is not None:
         return "a matplotlib backend was loaded in the template"
     return None
 
@@ -174,7 +174,7 @@ def _child(sock: socket.socket, request: ForkRequest, fds: list[int], close: lis
         traceback.print_exc()
     finally:
         try:
-            atexit._run_exitfuncs()   # what the interpreter's exit would run (os._exit skips it)
+            private_apis.get(private_apis.RUN_EXITFUNCS)()   # what the interpreter's exit would run (os._exit skips it)
             sys.stdout.flush()
             sys.stderr.flush()
         finally:

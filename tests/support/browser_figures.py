@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import re
 
+from autograder.kernel.private_apis import COLORBAR, SUPTITLE, get
+
 NUMBER = re.compile(r"^[\s−\-+]*[\d.,]+(e[−\-+]?\d+)?\s*%?$|^\$.*\$$|^$", re.I)
 
 
@@ -36,7 +38,7 @@ def figure_problems(fig) -> list[str]:
     axes = [ax for ax in fig.get_axes() if ax.axison and not _is_colorbar(ax)]
     panels = [ax for ax in fig.get_axes() if not _is_colorbar(ax)]
     problems = []
-    suptitle = fig._suptitle.get_text().strip() if getattr(fig, "_suptitle", None) else ""
+    suptitle = get(SUPTITLE, fig, None).get_text().strip() if get(SUPTITLE, fig, None) else ""
     untitled = [i for i, ax in enumerate(panels) if not _title(ax)]
     if panels and not suptitle and untitled:
         problems.append("no title" if len(panels) == 1 else f"no figure title (suptitle) and panel(s) "
@@ -56,7 +58,7 @@ def _title(ax) -> str:
 
 
 def _is_colorbar(ax) -> bool:
-    return getattr(ax, "_colorbar", None) is not None or ax.get_label() == "<colorbar>"
+    return get(COLORBAR, ax, None) is not None or ax.get_label() == "<colorbar>"
 
 
 STARTUP = r'''

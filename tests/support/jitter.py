@@ -22,6 +22,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from autograder.kernel import private_apis
+
 SEED_ENV = "PTE_JITTER_SEED"
 INT_OF = {2: "int16", 4: "int32", 8: "int64"}
 _MASK32 = 0xFFFFFFFF
@@ -45,7 +47,7 @@ def nudge(t, seed: int):
 
     if not (isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel()) or t.is_complex():
         return t
-    with torch.no_grad(), torch._C.DisableTorchFunction():
+    with torch.no_grad(), private_apis.get(private_apis.DISABLE_TORCH_FUNCTION)():
         values = t.detach().contiguous()
         ints = values.view(getattr(torch, INT_OF[values.element_size()]))
         wide = ints.to(torch.int64, copy=True)

@@ -147,6 +147,8 @@ class SandboxedKernelManager(AsyncKernelManager):
             except psutil.Error:
                 continue
 
+    private_apis.get(private_apis.LAUNCH_KERNEL)   # the override below guards every start: renamed, nothing starts
+
     async def _async_launch_kernel(self, kernel_cmd: list[str], **kw) -> None:
         """Refuse, before the provisioner starts anything, a start that would not be sandboxed; after a warm start,
         refuse a kernel its provisioner does not report sandboxed with the spec asked for. (jupyter_client's
