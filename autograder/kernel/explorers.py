@@ -306,6 +306,14 @@ def check_flatten_answers(flatten_features: Callable) -> None:
     checks.check_shares_storage(flat, four_d, "flatten_features(contiguous (3, 2, 2, 5))",
                                 hint="a contiguous input can be flattened without copying: reshape returns a view "
                                      "here, while clone() or torch.tensor(...) copy.")
+    two_d = torch.randn(4, 5)
+    flat = checks.call(flatten_features, two_d, hints=_VIEW_HINT)
+    checks.check_tensor(flat, two_d, "flatten_features(2-D input (4, 5))")
+    checks.expect(flat is not two_d,
+                  "flatten_features(2-D input (4, 5)) returned its input object itself: torch.flatten(x, 1) (and "
+                  "x.flatten(1)) hand back x unchanged when there is nothing to flatten. The course asks for a new "
+                  "object on every call, never the argument itself (a view of x, such as reshape's, is a new object): "
+                  "a caller that changes the result's shape in place would change x's.")
 
 
 def check_copy_answers(independent_copy: Callable) -> None:
@@ -324,14 +332,23 @@ def check_copy_answers(independent_copy: Callable) -> None:
 
 
 def check_label_answers(to_class_labels: Callable, rng: np.random.Generator) -> None:
-    """The visible checks of exercise 4; ``rng`` (seeded in the test cell) draws the labels."""
+    """The checks of the ungraded warm-up ``to_class_labels``; ``rng`` (seeded by the caller) draws the labels."""
     arr = rng.integers(0, 5, size=6).astype(np.float64)
     checks.check_tensor(checks.call(to_class_labels, arr), torch.tensor(arr.astype(np.int64)),
                         f"to_class_labels({arr.tolist()})")
+    gap = np.array([0.0, 3.0, 3.0, 1.0])
+    checks.check_tensor(checks.call(to_class_labels, gap), torch.tensor([0, 3, 3, 1]), "to_class_labels([0., 3., 3., 1.])",
+                        hints={"values": "keep the class numbers as they are: class 2 is simply absent here."})
+    one = np.array([4.0])
+    checks.check_tensor(checks.call(to_class_labels, one), torch.tensor([4]), "to_class_labels([4.]) (one label)",
+                        hints={"shape": "one label is still a 1-D tensor of shape (1,): do not squeeze."})
+    as_int32 = np.array([2, 0, 1], dtype=np.int32)
+    checks.check_tensor(checks.call(to_class_labels, as_int32), torch.tensor([2, 0, 1]),
+                        "to_class_labels(an int32 array [2, 0, 1])")
 
 
 def check_linear_answers(linear_forward: Callable) -> None:
-    """The visible checks of exercise 5."""
+    """The visible checks of exercise 4."""
     from torch import nn
 
     hints = {r"shapes cannot be multiplied|size mismatch|must match":
