@@ -164,16 +164,34 @@ def _epoch_order(loader) -> list[int]:
     return [int(v) for batch in loader for v in batch[0]]
 
 
+def epoch_faults(epochs: list[list[int]], n_items: int) -> tuple[int, int]:
+    """(epochs that are not a permutation of the items, epochs in the same order as the epoch before)."""
+    return (sum(sorted(e) != list(range(n_items)) for e in epochs),
+            sum(a == b for a, b in zip(epochs, epochs[1:])))
+
+
+def moved_epochs(loader, count: int = 3) -> list[list[int]]:
+    """``count`` epochs of a loader, with other code drawing from torch's global generator before each."""
+    epochs = []
+    for k in range(count):
+        torch.randn(k + 3)
+        epochs.append(_epoch_order(loader))
+    return epochs
+
+
 def check_make_loaders(make_loaders) -> None:
     """Visible checks of lesson 03's ``make_loaders`` on 100 training and 50 validation items, batches of 8.
 
-    Two DataLoaders with that batch size; validation in dataset order; a training epoch that
-    returns every item once, not in dataset order, and in the order that a shuffling DataLoader
-    gives after the same ``torch.manual_seed``.
+    Invariants only: two DataLoaders with that batch size; validation in dataset order; each training
+    epoch a new permutation; the training epochs the same for loaders made with one seed, whatever
+    drew from torch's global generator, and other ones for another seed.
     """
     from torch.utils.data import DataLoader, TensorDataset
 
-    loaders = checks.call(make_loaders, TensorDataset(torch.arange(100)), TensorDataset(torch.arange(50)), 8)
+    def make(seed, n=100):
+        return checks.call(make_loaders, TensorDataset(torch.arange(n)), TensorDataset(torch.arange(50)), 8, seed=seed)
+
+    loaders = make(0)
     checks.check_type(loaders, tuple, "make_loaders(...)",
                       hint="return the two loaders as a tuple: (train_loader, val_loader).")
     checks.expect(len(loaders) == 2,
@@ -186,40 +204,58 @@ def check_make_loaders(make_loaders) -> None:
     checks.expect(_epoch_order(val_dl) == list(range(50)),
                   "the validation loader does not return the examples in dataset order: do not shuffle evaluation "
                   "data (predictions must line up with the dataset's rows, and shuffling buys nothing for an average).")
-    order = _epoch_order(train_dl)
-    checks.expect(sorted(order) == list(range(100)),
-                  f"one training epoch returned {len(order)} examples, expected each of the 100 exactly once "
-                  "(no drop_last, no sampling with replacement).")
-    checks.expect(order != list(range(100)),
-                  "the training loader returns the examples in dataset order: shuffle=True is needed so each batch "
-                  "is a fair sample and the order changes every epoch.")
-    torch.manual_seed(5)
-    order = _epoch_order(train_dl)
-    torch.manual_seed(5)
-    checks.expect(order == _epoch_order(DataLoader(TensorDataset(torch.arange(100)), batch_size=8, shuffle=True)),
-                  "after torch.manual_seed(5) the training loader gave another order than "
-                  "DataLoader(..., shuffle=True) gives after the same seed: shuffle with the default random source "
-                  "(no generator= of your own, no fixed permutation), so that torch.manual_seed fixes the order.")
+    torch.manual_seed(1)
+    epochs = [_epoch_order(train_dl) for _ in range(3)]
+    not_perm, repeats = epoch_faults(epochs, 100)
+    checks.expect(not_perm == 0, f"a training epoch returned {sorted(map(len, epochs))} examples or repeated some, "
+                  "expected each of the 100 exactly once (no drop_last, no sampling with replacement).")
+    checks.expect(epochs[0] != list(range(100)),
+                  "the training loader returns the examples in dataset order: it must shuffle, so each batch is a "
+                  "fair sample.")
+    checks.expect(repeats == 0, "two training epochs in a row came in the same order: the order must change every "
+                  "epoch, not be one permutation fixed when the loader was made.")
+    torch.manual_seed(2)
+    torch.randn(41)
+    again = moved_epochs(make(0)[0])
+    checks.expect(again == epochs,
+                  "two training loaders made with seed 0 gave other epochs once other code had drawn from torch's "
+                  "global generator before or between the epochs: the order follows the global stream, so adding a "
+                  "layer or a sanity check elsewhere changes your data order.")
+    checks.expect(moved_epochs(make(1)[0]) != epochs,
+                  "seeds 0 and 1 gave the same training epochs: the order must follow the `seed` argument.")
 
 
 # ---------------------------------------------------------------- visible checks of seed_worker
 
+def scrambled_seeds(worker_id: int) -> None:
+    """Another state than :func:`constant_seeds` leaves, the same in every worker."""
+    np.random.seed(20240601)
+    random.seed(987)
+
+
+def shared_draws(streams) -> tuple[int, int]:
+    """(NumPy numbers, ``random`` numbers) that two different workers both drew."""
+    counts = []
+    for which in (0, 1):
+        seen = [set(streams[w][which]) for w in sorted(streams)]
+        counts.append(sum(len(a & b) for i, a in enumerate(seen) for b in seen[i + 1:]))
+    return counts[0], counts[1]
+
+
 def check_seed_worker(seed_worker) -> None:
     """Visible checks of lesson 03's ``seed_worker``, in simulated workers (:func:`as_worker`).
 
-    In each check a careless library has first seeded NumPy and ``random`` with 0 in every
-    worker (:func:`constant_seeds`). The workers of one loader must then draw different numbers
-    from both; the same loader seed must give the same numbers again and another loader seed
-    other ones; and each worker's numbers must be those of NumPy and ``random`` seeded with its
-    torch seed modulo 2**32.
+    A careless library has first seeded NumPy and ``random`` alike in every worker (:func:`constant_seeds`,
+    :func:`scrambled_seeds`). The workers of one loader must then draw different numbers from both; the
+    same loader seed must give the same numbers again, whatever state the workers found, and another
+    loader seed other ones.
     """
     modulo_hint = {r"[Ss]eed must be between|out of bounds|too large|2\*\*32":
-                   "np.random.seed only accepts seeds below 2**32, and a worker's torch seed is a 64-bit number: "
-                   "reduce it modulo 2**32."}
+                   "np.random.seed only accepts seeds below 2**32, and a worker's torch seed is a 64-bit number."}
 
-    def streams(seed):
+    def streams(seed, before=constant_seeds):
         return checks.call(simulated_worker_streams, seed_worker, seed=seed, num_workers=2, count=4,
-                           before=constant_seeds, hints=modulo_hint)
+                           before=before, hints=modulo_hint)
 
     with as_worker(0, 2, base_seed=2**40 + 7):   # a stub, or a seed NumPy refuses, is reported here
         checks.call(seed_worker, 0, hints=modulo_hint)
@@ -230,29 +266,15 @@ def check_seed_worker(seed_worker) -> None:
                       "seed_worker ran (a library had seeded it with a constant in every worker, as some do): "
                       "seed_worker must give every worker a stream of its own, from something that differs "
                       "between workers and is fixed by the loader's seed.")
+    checks.expect(streams(0, before=scrambled_seeds) == first,
+                  "two loaders seeded alike gave the workers different numbers once the workers had found their "
+                  "generators in another state: seed_worker must set both generators itself, from the loader's "
+                  "seed, whatever ran before it.")
     checks.expect(streams(0) == first,
                   "two loaders seeded alike gave the workers different numbers: the streams must be fixed by the "
                   "loader's seed (no clock, no os.urandom), or a run cannot be repeated.")
-    checks.expect(streams(1) != first,
-                  "loaders seeded 0 and 1 gave the workers the same numbers: the streams ignore the loader's seed, so "
-                  "every epoch and every run repeats the same 'random' augmentations. Derive them from the worker's "
-                  "torch seed (torch.initial_seed() inside the worker), which changes with the loader's seed and "
-                  "every epoch.")
-    for worker_seed in (1234, 2**40 + 2**31 + 7):
-        with as_worker(0, 2, base_seed=worker_seed):   # in here torch.initial_seed() == worker_seed
-            constant_seeds(0)
-            checks.call(seed_worker, 0, hints=modulo_hint)
-            got = np.random.random_sample(3).tolist(), [random.random() for _ in range(3)]
-        numpy_state, random_state = np.random.get_state(), random.getstate()
-        try:
-            np.random.seed(worker_seed % 2**32)
-            random.seed(worker_seed % 2**32)
-            want = np.random.random_sample(3).tolist(), [random.random() for _ in range(3)]
-        finally:
-            np.random.set_state(numpy_state)
-            random.setstate(random_state)
-        for which, generator in ((0, "NumPy's global generator"), (1, "Python's random module")):
-            checks.expect(got[which] == want[which],
-                          f"in a worker whose torch seed is {worker_seed}, {generator} after seed_worker(0) draws "
-                          f"other numbers than after seeding it with {worker_seed} % 2**32: seed both generators "
-                          "with the worker's torch seed (it already includes the worker id), taken modulo 2**32.")
+    for which, generator in ((0, "NumPy"), (1, "random")):
+        checks.expect([s[which] for s in streams(1).values()] != [s[which] for s in first.values()],
+                      f"loaders seeded 0 and 1 gave the workers the same {generator} numbers: the streams ignore the "
+                      "loader's seed, so every epoch and every run repeats the same 'random' augmentations. Derive "
+                      "them from something inside the worker that changes with the loader's seed and every epoch.")

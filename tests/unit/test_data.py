@@ -363,22 +363,38 @@ def test_check_spiral_dataset_notices_the_global_generator():
         data_loading_checks.check_spiral_dataset(Reseeding, 400, 0, [0, 5])
 
 
-def _loaders(train_shuffle=True, val_shuffle=False, generator=None, drop_last=False):
-    def make_loaders(train_ds, val_ds, batch_size):
+def _loaders(train_shuffle=True, val_shuffle=False, own_generator=True, drop_last=False, fixed_seed=None):
+    def make_loaders(train_ds, val_ds, batch_size, seed=0):
+        generator = torch.Generator().manual_seed(seed if fixed_seed is None else fixed_seed) if own_generator else None
         return (DataLoader(train_ds, batch_size=batch_size, shuffle=train_shuffle, generator=generator,
                            drop_last=drop_last),
                 DataLoader(val_ds, batch_size=batch_size, shuffle=val_shuffle))
     return make_loaders
 
 
+def _numpy_order(train_ds, val_ds, batch_size, seed=0):
+    rng = np.random.default_rng(seed)
+
+    class Order(torch.utils.data.Sampler):
+        def __len__(self):
+            return len(train_ds)
+
+        def __iter__(self):
+            return iter(rng.permutation(len(train_ds)).tolist())
+
+    return DataLoader(train_ds, batch_size=batch_size, sampler=Order()), DataLoader(val_ds, batch_size=batch_size)
+
+
 @pytest.mark.parametrize("kwargs,message", [
     ({"train_shuffle": False}, "training loader returns the examples in dataset order"),
     ({"val_shuffle": True}, "validation loader does not return the examples in dataset order"),
     ({"drop_last": True}, "expected each of the 100 exactly once"),
-    ({"generator": torch.Generator().manual_seed(0)}, "no generator= of your own"),
+    ({"own_generator": False}, "other code had drawn from torch's global generator"),
+    ({"fixed_seed": 0}, "seeds 0 and 1 gave the same training epochs"),
 ])
 def test_check_make_loaders(kwargs, message):
     data_loading_checks.check_make_loaders(_loaders())
+    data_loading_checks.check_make_loaders(_numpy_order)          # another right answer: any private order
     with pytest.raises(checks.CheckFailed, match=message):
         data_loading_checks.check_make_loaders(_loaders(**kwargs))
 
@@ -397,7 +413,7 @@ def _unreduced(worker_id):
     np.random.seed(torch.initial_seed())
 
 
-@pytest.mark.parametrize("rule", [_rule, _rule_from_worker_info])
+@pytest.mark.parametrize("rule", [_rule, _rule_from_worker_info, _modulo_2_31])
 def test_check_seed_worker_accepts_the_rule(rule):
     state = np.random.get_state(), random.getstate(), torch.get_rng_state()
     data_loading_checks.check_seed_worker(rule)
@@ -409,7 +425,8 @@ def test_check_seed_worker_accepts_the_rule(rule):
     (workers.constant_seeds, "both workers drew the same numbers from NumPy's global generator"),
     (_numpy_only, "both workers drew the same numbers from Python's random module"),
     (lambda worker_id: (np.random.seed(worker_id), random.seed(worker_id)), "loaders seeded 0 and 1 gave"),
-    (_modulo_2_31, r"seeding it with 1101659111431 % 2\*\*32"),
+    (lambda worker_id: (np.random.seed(torch.initial_seed() % 2**32), random.seed(worker_id)),
+     "loaders seeded 0 and 1 gave the workers the same random numbers"),
     (_unreduced, r"only accepts seeds below 2\*\*32"),
 ])
 def test_check_seed_worker_names_the_mistake(rule, message):

@@ -127,12 +127,12 @@ class DigitsDataset(Dataset):
     },
     "make_loaders": {
         "shuffling the validation loader": '''
-def make_loaders(train_ds, val_ds, batch_size):
+def make_loaders(train_ds, val_ds, batch_size, seed=0):
     return (DataLoader(train_ds, batch_size=batch_size, shuffle=True),
             DataLoader(val_ds, batch_size=batch_size, shuffle=True))
 ''',
         "not shuffling the training loader": '''
-def make_loaders(train_ds, val_ds, batch_size):
+def make_loaders(train_ds, val_ds, batch_size, seed=0):
     return DataLoader(train_ds, batch_size=batch_size), DataLoader(val_ds, batch_size=batch_size)
 ''',
     },
@@ -267,34 +267,32 @@ class SpiralDataset(Dataset):
     },
     "make_loaders": {
         "shuffles once: a fixed permutation, the same order every epoch": '''
-def make_loaders(train_ds, val_ds, batch_size):
+def make_loaders(train_ds, val_ds, batch_size, seed=0):
     order = torch.randperm(len(train_ds)).tolist()
     return (DataLoader(torch.utils.data.Subset(train_ds, order), batch_size=batch_size),
             DataLoader(val_ds, batch_size=batch_size))
 ''',
         "a validation batch twice as large (no gradients, so it fits)": '''
-def make_loaders(train_ds, val_ds, batch_size):
+def make_loaders(train_ds, val_ds, batch_size, seed=0):
     return (DataLoader(train_ds, batch_size=batch_size, shuffle=True),
             DataLoader(val_ds, batch_size=2 * batch_size))
 ''',
         "samples with replacement (RandomSampler(replacement=True))": '''
-def make_loaders(train_ds, val_ds, batch_size):
+def make_loaders(train_ds, val_ds, batch_size, seed=0):
     sampler = torch.utils.data.RandomSampler(train_ds, replacement=True)
     return DataLoader(train_ds, batch_size=batch_size, sampler=sampler), DataLoader(val_ds, batch_size=batch_size)
 ''',
-        "a seeded generator of its own, so torch.manual_seed no longer fixes the order": '''
-def make_loaders(train_ds, val_ds, batch_size):
+        "shuffles from torch's global generator: the order follows whatever drew before": '''
+def make_loaders(train_ds, val_ds, batch_size, seed=0):
+    return DataLoader(train_ds, batch_size=batch_size, shuffle=True), DataLoader(val_ds, batch_size=batch_size)
+''',
+        "a generator seeded with 0, whatever the seed": '''
+def make_loaders(train_ds, val_ds, batch_size, seed=0):
     return (DataLoader(train_ds, batch_size=batch_size, shuffle=True, generator=torch.Generator().manual_seed(0)),
             DataLoader(val_ds, batch_size=batch_size))
 ''',
     },
     "seed_worker": {
-        "modulo 2**31 instead of 2**32": '''
-def seed_worker(worker_id):
-    seed = torch.initial_seed() % 2**31
-    np.random.seed(seed)
-    random.seed(seed)
-''',
         "seeds a new NumPy Generator (default_rng), which leaves np.random's global state alone": '''
 def seed_worker(worker_id):
     seed = torch.initial_seed() % 2**32
@@ -302,11 +300,10 @@ def seed_worker(worker_id):
     worker_rng = np.random.default_rng(seed)
     random.seed(seed)
 ''',
-        "adds the worker id again (torch.initial_seed() already includes it)": '''
+        "random seeded from the worker id alone (the same numbers every epoch and run)": '''
 def seed_worker(worker_id):
-    seed = (torch.initial_seed() + worker_id) % 2**32
-    np.random.seed(seed)
-    random.seed(seed)
+    np.random.seed(torch.initial_seed() % 2**32)
+    random.seed(worker_id)
 ''',
         "seeds NumPy only, not random": '''
 def seed_worker(worker_id):
@@ -370,21 +367,50 @@ class SpiralDataset(Dataset):
 ''',
     },
     "make_loaders": {
-        "explicit samplers, prints to stdout and stderr": '''
+        "explicit samplers, the random one with a generator of its own, prints to stdout and stderr": '''
 import sys
 
 from torch.utils.data import RandomSampler, SequentialSampler
 
 
-def make_loaders(train_ds, val_ds, batch_size):
+def make_loaders(train_ds, val_ds, batch_size, seed=0):
     print(f"{len(train_ds)} training and {len(val_ds)} validation examples")
     print("batch size", batch_size, file=sys.stderr)
-    train = DataLoader(train_ds, batch_size=batch_size, sampler=RandomSampler(train_ds), drop_last=False)
+    train = DataLoader(train_ds, batch_size=batch_size, drop_last=False,
+                       sampler=RandomSampler(train_ds, generator=torch.Generator().manual_seed(seed)))
     val = DataLoader(val_ds, batch_size=batch_size, sampler=SequentialSampler(val_ds))
     return train, val
 ''',
+        "each epoch's permutation from a private np.random.default_rng": '''
+class _NumpyOrder(torch.utils.data.Sampler):
+    def __init__(self, n, seed):
+        self.n, self.rng = n, np.random.default_rng(seed)
+
+    def __len__(self):
+        return self.n
+
+    def __iter__(self):
+        return iter(self.rng.permutation(self.n).tolist())
+
+
+def make_loaders(train_ds, val_ds, batch_size, seed=0):
+    return (DataLoader(train_ds, batch_size=batch_size, sampler=_NumpyOrder(len(train_ds), seed)),
+            DataLoader(val_ds, batch_size=batch_size))
+''',
     },
     "seed_worker": {
+        "modulo 2**31: fewer seeds, but each worker its own": '''
+def seed_worker(worker_id):
+    seed = torch.initial_seed() % 2**31
+    np.random.seed(seed)
+    random.seed(seed)
+''',
+        "adds the worker id again (the torch seed already includes it, but it does no harm)": '''
+def seed_worker(worker_id):
+    seed = (torch.initial_seed() + worker_id) % 2**32
+    np.random.seed(seed)
+    random.seed(seed)
+''',
         "a bit mask instead of the modulo, random seeded first": '''
 def seed_worker(worker_id):
     seed = torch.initial_seed() & 0xFFFF_FFFF
@@ -405,13 +431,13 @@ FORGERIES = {
     "make_loaders": {
         "no shuffling; observe patched so that booleans come out True": FORGED_OBSERVE + '''
 
-def make_loaders(train_ds, val_ds, batch_size):
+def make_loaders(train_ds, val_ds, batch_size, seed=0):
     return DataLoader(train_ds, batch_size=batch_size), DataLoader(val_ds, batch_size=batch_size)
 ''',
         "shuffles once, when the loaders are made; observe patched so that booleans come out True":
             FORGED_OBSERVE + '''
 
-def make_loaders(train_ds, val_ds, batch_size):
+def make_loaders(train_ds, val_ds, batch_size, seed=0):
     order = [int(i) for i in torch.utils.data.RandomSampler(train_ds)]
     return (DataLoader(torch.utils.data.Subset(train_ds, order), batch_size=batch_size),
             DataLoader(val_ds, batch_size=batch_size))
@@ -488,12 +514,15 @@ class DigitsDataset(Dataset):
     "make_loaders": {
         "two loaders, one batch size":
             PLAUSIBLE["make_loaders"]["a validation batch twice as large (no gradients, so it fits)"],
-        "training reshuffles every epoch, from torch's global generator":
-            PLAUSIBLE["make_loaders"]["a seeded generator of its own, so torch.manual_seed no longer fixes the order"],
+        "training reshuffles every epoch":
+            PLAUSIBLE["make_loaders"]["shuffles once: a fixed permutation, the same order every epoch"],
+        "the order is the seed's":
+            PLAUSIBLE["make_loaders"]["shuffles from torch's global generator: the order follows whatever drew before"],
         "validation in dataset order": PITFALLS["make_loaders"]["shuffling the validation loader"],
         "nothing dropped": '''
-def make_loaders(train_ds, val_ds, batch_size):
-    return (DataLoader(train_ds, batch_size=batch_size, shuffle=True, drop_last=True),
+def make_loaders(train_ds, val_ds, batch_size, seed=0):
+    return (DataLoader(train_ds, batch_size=batch_size, shuffle=True, drop_last=True,
+                       generator=torch.Generator().manual_seed(seed)),
             DataLoader(val_ds, batch_size=batch_size))
 ''',
     },
@@ -509,6 +538,5 @@ def seed_worker(worker_id):
     np.random.seed(seed)
     random.seed(seed)
 ''',
-        "the usual convention": PLAUSIBLE["seed_worker"]["modulo 2**31 instead of 2**32"],
     },
 }
