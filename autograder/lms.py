@@ -20,6 +20,11 @@ LMS ids, each such student is named in nbgrader's log, and the export exits 1 on
 script that uploads on success stops there. ``--<Exporter>.allow_unmapped=True`` exits 0 instead (students
 who left the course, say). A student the LMS does not know then shows up in its import preview as unmatched.
 
+A submission the grading command marked ``error`` in ``grades.csv`` (``--<Exporter>.grades_csv``, default the
+course's own; a grader fault, such as a recorded score that differed from the judge's verdict) is refused: the
+export names each such row, writes nothing and exits 1. ``--<Exporter>.allow_errors=True`` writes them anyway
+(with the judge's points, which the grading command wrote into the gradebook), each named in the log.
+
 The score is nbgrader's, less the late penalty, never below 0; a student who submitted nothing gets 0, as in
 nbgrader's own CSV export. Assignment columns are named after the nbgrader assignment unless
 ``assignment_columns`` maps it to the LMS's column (Canvas: "Lesson 1 (1234)", with the LMS's assignment id).
@@ -91,6 +96,10 @@ class LmsExport(ExportPlugin):
                                           "ids; relative paths are read from the working folder").tag(config=True)
     assignment_columns = Dict({}, help="nbgrader assignment -> the LMS's column header for it (default: the "
                                        "assignment's name)").tag(config=True)
+    grades_csv = Unicode("grades.csv", help="the grading command's grades.csv, whose status column says which "
+                                            "submissions ended in error (relative to the working folder)").tag(config=True)
+    allow_errors = Bool(False, help="export submissions grades.csv marks 'error' (each is named in the log) "
+                                    "instead of refusing the export").tag(config=True)
     allow_unmapped = Bool(False, help="exit 0 even when some students have no LMS id (they are still written, "
                                       "with blank ids, and named in the log)").tag(config=True)
 
@@ -118,8 +127,27 @@ class LmsExport(ExportPlugin):
             rows.append(self.identity(student, ids) + [format_score(per_assignment[a]) for a in assignments])
         return rows, unmapped
 
+    def errors(self, gradebook: Gradebook) -> list[str]:
+        """``student/assignment`` of each exported submission grades.csv marks ``error``."""
+        path = Path(self.grades_csv)
+        if not path.is_file():
+            self.log.warning("%s not found: no grading command's statuses to check", path)
+            return []
+        chosen = {a.name for a in gradebook.assignments if not self.assignment or a.name in self.assignment}
+        with open(path, newline="", encoding="utf-8") as handle:
+            return [f"{row['student_id']}/{row['assignment']}" for row in csv.DictReader(handle)
+                    if row.get("status") == "error" and row.get("assignment") in chosen
+                    and (not self.student or row.get("student_id") in self.student)]
+
     def export(self, gradebook: Gradebook) -> None:
         destination = self.to or self.default_to
+        errors = self.errors(gradebook)
+        for item in errors:
+            self.log.warning("%s ended in error in %s (its reason is there)", item, self.grades_csv)
+        if errors and not self.allow_errors:
+            self.log.error("%d submission(s) in error: %s. Nothing written; grade them again, or pass "
+                           "--%s.allow_errors=True", len(errors), ", ".join(errors), type(self).__name__)
+            raise SystemExit(1)
         rows, unmapped = self.table(gradebook)
         with open(destination, "w", newline="", encoding="utf-8") as handle:
             csv.writer(handle).writerows(rows)

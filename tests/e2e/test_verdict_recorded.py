@@ -6,12 +6,19 @@ changes what nbgrader reads (here: it drops the error outputs that carry the jud
 grades unseen. Each notebook's result carries the judge's points per grade id, and after recording each
 ``auto_score`` is checked against them: a difference makes the notebook ``error`` with a reason naming the
 grades, never a silent change of grade.
+
+One score everywhere: that notebook's grades are then the judge's in the gradebook too (the grading command writes
+its points into each grade's ``auto_score``), so the formgrader, nbgrader's own export, ``grades.csv`` and the LMS
+exports all show the judge's verdict; an LMS export refuses a row in ``error`` unless told otherwise.
 """
 from __future__ import annotations
 
+import csv
 import json
 import subprocess
 import sys
+
+from nbgrader.api import Gradebook
 
 import nbformat
 
@@ -62,6 +69,32 @@ def test_a_score_nbgrader_changed_is_a_grader_fault(tmp_path):
         untouched["reason"])
     assert "the judge gave 0, nbgrader recorded" in untouched["reason"]
     assert done.returncode == 3
+    assert_one_score(root, {"honest": honest["max_score"], "untouched": 0.0})
+
+
+def assert_one_score(root, judged: dict[str, float]) -> None:
+    """The gradebook (what the formgrader shows), nbgrader's CSV export, grades.csv and the LMS export agree
+    with the judge; the LMS export refuses the row in error unless allow_errors."""
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        recorded = {student: gb.find_submission(LESSON, student).score for student in judged}
+    assert recorded == judged, recorded
+    with open(root / "grades.csv", newline="") as handle:
+        rows = {row["student_id"]: row for row in csv.DictReader(handle)}
+    assert {student: float(rows[student]["score"]) for student in judged} == judged, rows
+    export = [sys.executable, "-m", "nbgrader", "export", "--log-level=ERROR"]
+    subprocess.run(export + ["--to=nbgrader-grades.csv"], cwd=root, check=True, capture_output=True, timeout=300)
+    with open(root / "nbgrader-grades.csv", newline="") as handle:
+        theirs = {row["student_id"]: float(row["score"]) for row in csv.DictReader(handle)}
+    assert theirs == judged, theirs
+    (root / "lms-ids.csv").write_text("student_id,email\nhonest,h@x\nuntouched,u@x\n")
+    lms = export + ["--exporter=autograder.lms.MoodleExport", "--to=moodle.csv"]
+    refused = subprocess.run(lms, cwd=root, capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 1 and "untouched/" in refused.stderr and not (root / "moodle.csv").exists()
+    subprocess.run(lms + ["--MoodleExport.allow_errors=True"], cwd=root, check=True, capture_output=True,
+                   timeout=300)
+    with open(root / "moodle.csv", newline="") as handle:
+        written = {row["Email address"]: float(row[LESSON]) for row in csv.DictReader(handle)}
+    assert written == {"h@x": judged["honest"], "u@x": judged["untouched"]}, written
 
 
 def test_mismatches_name_each_grade():

@@ -129,3 +129,30 @@ def test_through_nbgrader_export(gradebook, tmp_path):
     assert done.returncode == 1, done.stderr   # nomap has no LMS id
     assert "nomap" in done.stderr
     assert len(out.read_text(encoding="utf-8").splitlines()) == 1 + len(STUDENTS)
+
+
+def _grades_csv(path, rows):
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["student_id", "assignment", "score", "max_score", "status", "reason"])
+        writer.writerows(rows)
+    return str(path)
+
+
+def test_an_export_refuses_submissions_in_error_unless_told(gradebook, tmp_path, caplog):
+    """grades.csv marks ada's a1 ``error`` (a grader fault): the export names it, writes nothing, exits 1; with
+    allow_errors it writes every row (the gradebook's score, which the grading command made the judge's)."""
+    gb, mapping, _ = gradebook
+    grades = _grades_csv(tmp_path / "grades.csv", [
+        ["ada", "a1", "7.5", "10", "error", "nb: grader fault: the recorded grades differ from the judge's verdict"],
+        ["zoe", "a1", "10", "10", "graded", ""]])
+    with caplog.at_level(logging.WARNING), pytest.raises(SystemExit) as stopped:
+        export(lms.MoodleExport, gb, mapping, tmp_path, allow_unmapped=True, grades_csv=grades)
+    assert stopped.value.code == 1 and not (tmp_path / "out.csv").exists()
+    assert "ada/a1" in caplog.text and "allow_errors" in caplog.text
+    rows, _ = export(lms.MoodleExport, gb, mapping, tmp_path, allow_unmapped=True, grades_csv=grades,
+                     assignment=["a2"])   # nothing of a2 is in error
+    assert len(rows) == 1 + len(STUDENTS)
+    rows, _ = export(lms.CanvasExport, gb, mapping, tmp_path, allow_unmapped=True, grades_csv=grades,
+                     allow_errors=True)
+    assert ["Lovelace, Countess, Ada", "101", "S-1", "ada@uni.example", "Lab A, Monday", "7.5", "10"] in rows

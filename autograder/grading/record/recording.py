@@ -283,3 +283,27 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["--serve"]:
         sys.exit(serve(sys.argv[2], int(sys.argv[3])))
     sys.exit(main(sys.argv[1:]))
+
+
+def record_verdicts(coursedir, results) -> None:
+    """One score everywhere: where the gradebook holds a grade other than the judge's verdict (a preprocessor of
+    the course's nbgrader config changed what nbgrader read; ``reporting.check_verdicts`` has made the notebook
+    ``error``), the judge's points are written into that grade's ``auto_score``, the field nbgrader's formgrader,
+    its exports, the LMS exports (``autograder/lms.py``) and ``grades.csv`` read, and each such notebook's score
+    is read back. A notebook nbgrader never recorded is left alone (no score, with its error)."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with Gradebook(coursedir.db_url, coursedir.course_id) as gb:
+        for result in (r for r in results if r.verdicts):
+            try:
+                notebook = gb.find_submission_notebook(result.notebook, result.assignment, result.student)
+            except MissingEntry:
+                continue
+            wrong = [grade for grade in notebook.grades if grade.name in result.verdicts
+                     and (grade.auto_score is None or abs(grade.auto_score - result.verdicts[grade.name]) > 1e-6)]
+            for grade in wrong:
+                grade.auto_score = result.verdicts[grade.name]
+            if wrong:
+                gb.db.commit()
+                gb.db.refresh(notebook)
+                result.score = float(notebook.score or 0.0)

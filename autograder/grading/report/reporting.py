@@ -14,6 +14,7 @@ from autograder.grading.isolate import sandbox
 from autograder.grading.messages import GradingReport
 from autograder.grading.plan import shards
 from autograder.grading.plan.planning import GRADING_DIR
+from autograder.grading.record import recording
 from autograder.grading.run.worker import NotebookResult
 from autograder.grading.status import Status
 
@@ -122,6 +123,7 @@ def score(run, results: list[NotebookResult], failed: set[tuple[str, str]], prog
     for r in results:
         r.score = float(scores.get((r.student, r.assignment, r.notebook)) or 0.0)
     check_verdicts(results, autos, progress.log)
+    recording.record_verdicts(run.coursedir, results)   # the judge's points in the gradebook too (one score)
 
 
 def write_outputs(course: Path, results: list[NotebookResult], meta: dict, shard=None) -> None:
