@@ -97,7 +97,8 @@ class LmsExport(ExportPlugin):
     assignment_columns = Dict({}, help="nbgrader assignment -> the LMS's column header for it (default: the "
                                        "assignment's name)").tag(config=True)
     grades_csv = Unicode("grades.csv", help="the grading command's grades.csv, whose status column says which "
-                                            "submissions ended in error (relative to the working folder)").tag(config=True)
+                                            "submissions ended in error (relative to the working folder)"
+                         ).tag(config=True)
     allow_errors = Bool(False, help="export submissions grades.csv marks 'error' (each is named in the log) "
                                     "instead of refusing the export").tag(config=True)
     allow_unmapped = Bool(False, help="exit 0 even when some students have no LMS id (they are still written, "

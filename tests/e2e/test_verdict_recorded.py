@@ -18,9 +18,8 @@ import json
 import subprocess
 import sys
 
-from nbgrader.api import Gradebook
-
 import nbformat
+from nbgrader.api import Gradebook
 
 from autograder.grading.report.reporting import verdict_mismatches
 
