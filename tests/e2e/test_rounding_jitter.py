@@ -5,10 +5,10 @@ unit in the last place the other way. Instead of emulating CPUs one by one, whic
 ``tests/support/jitter.py`` perturbs the arithmetic that way on this one: every optimizer step, matrix
 product, ``exp``, ``log`` and softmax moves about a quarter of its results by one ulp, chosen from each
 value's own bits, so a seeded run still repeats bitwise. An IPython start-up file installs it in every
-kernel of the run. nbval must pass for two seeds of the jitter (the hidden checks too, against the
-stored reference); seed 1 runs with a laptop's 4 threads as well (test_cross_cpu.LAPTOP_THREADS), so one
-run proves both. The reference cells' exact figures under another thread count are test_cross_cpu's
-(3 threads, with the emulated CPU).
+kernel of the run. nbval must pass under the jitter (the hidden checks too, against the stored reference), in
+one run: seed 1, with a laptop's 4 threads as well (test_cross_cpu.LAPTOP_THREADS), so the run proves both.
+The reference cells' exact figures under another thread count are test_cross_cpu's (3 threads, with the
+emulated CPU).
 
 The cells that print the reading's reference figures are kept as the reading prints them: every CPU
 measured so far prints them exactly, though the jitter moves some. They, and the jitter's own artifacts,
@@ -34,11 +34,18 @@ import jitter_report
 from nbvalkit import copy_lessons, nbval_passed, run_nbval
 
 # seed -> what else changes in that run
-JITTER_RUNS = {1: LAPTOP_THREADS, 2: {}}
+JITTER_RUNS = {1: LAPTOP_THREADS}
 
 
 @pytest.mark.parametrize("seed", JITTER_RUNS)
 def test_nbval_passes_under_rounding_jitter(tmp_path, seed):
+    """One well-chosen case. The jitter moves about a quarter of the results of every optimizer step, matrix
+    product, exp, log and softmax by one ulp, so a cell whose printed digits depend on the last bits sees
+    hundreds of its inputs moved in one run and prints otherwise under any seed: a second seed (seed 2 ran
+    until issue 47, about 77 s) only draws another quarter of the same operations, a second sample of the same
+    property. Seed 1 also runs with the laptop's 4 threads, the case a second run would otherwise carry. That the jitter
+    moves a run differently for each seed, and repeats for one, is test_the_jitter_perturbs_deterministically's
+    (seconds, not a course run)."""
     env = {**jitter.environment(tmp_path / "ipython", seed), **JITTER_RUNS[seed]}
     proc = run_nbval(copy_lessons(tmp_path / "lessons"), env, "jitter_report")
     nbval_passed(proc, f"rounding jitter, seed {seed}")
