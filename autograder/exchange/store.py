@@ -79,6 +79,7 @@ class Store:
     exchange: Path          # the service's private exchange root
     course_id: str
     max_upload_bytes: int = 20 * 2**20
+    max_per_hour: int = 30      # submissions kept per student and assignment in any hour (a script's flood)
 
     def __post_init__(self):
         self.root = private_dir(Path(self.exchange)) / self.course_id
@@ -149,6 +150,12 @@ class Store:
                                f"{', '.join(sorted(expected))})")
         if not notebooks:
             raise Refused(400, f"no notebook of {assignment} was sent")
+        hour_ago = (datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(hours=1)).strftime(
+            TIMESTAMP_FORMAT)
+        recent = [s for s in self.submissions(student, assignment) if s["timestamp"] > hour_ago]
+        if len(recent) >= self.max_per_hour:
+            raise Refused(429, f"{len(recent)} submissions of {assignment} in the last hour: the limit is "
+                               f"{self.max_per_hour}; submit again later")
         total = sum(len(data) for data in notebooks.values())
         if total > self.max_upload_bytes:
             raise Refused(413, f"the submission is {total} bytes, over the limit of {self.max_upload_bytes}")

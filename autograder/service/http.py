@@ -185,7 +185,8 @@ class Report(web.RequestHandler):
             state = self.auth.set_state_cookie(self, next_url=self.request.uri)
             return self.redirect(f"{self.auth.login_url}?state={state}"
                                  if "?" not in self.auth.login_url else f"{self.auth.login_url}&state={state}")
-        if self.instructor_group not in (model.get("groups") or []):
+        allowed = not self.auth.access_scopes or self.auth.check_scopes(self.auth.access_scopes, model)
+        if not allowed or self.instructor_group not in (model.get("groups") or []):
             self.set_status(403)
             return self.finish(page("403: instructors only", "<p>The class report is for the course's "
                                                               "instructors.</p>"))
@@ -195,7 +196,13 @@ class Report(web.RequestHandler):
                 check_id(assignment, "assignment")
         except BadId as exc:
             raise web.HTTPError(400, reason=str(exc)) from None
-        self.finish(class_report(self.store.course, assignment))
+        try:
+            self.finish(class_report(self.store.course, assignment))
+        except Exception as exc:   # the report's own fault: said on the page, the service goes on
+            log.exception("the class report failed")
+            self.set_status(500)
+            self.finish(page("Class report", f"<p>The class report could not be made ({type(exc).__name__}): "
+                                             "see the pte-exchange service's log.</p>"))
 
 
 def class_report(course: Path, assignment: str | None) -> str:
@@ -243,13 +250,15 @@ def main(argv=None) -> int:
                         help="the service's private exchange root (the feedback service's --exchange)")
     parser.add_argument("--port", type=int, required=True, help="the port on 127.0.0.1")
     parser.add_argument("--max-upload", type=int, default=20 * 2**20, help="bytes of notebooks per submission")
+    parser.add_argument("--max-per-hour", type=int, default=30,
+                        help="submissions kept per student and assignment in any hour")
     parser.add_argument("--instructor-group", default="instructors", help="the hub group of the instructors")
     args = parser.parse_args(argv)
     os.umask(0o077)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     coursedir = load_coursedir(args.course)
     store = Store(args.course.resolve(), coursedir.release_directory, list(coursedir.ignore), args.exchange,
-                  coursedir.course_id, args.max_upload)
+                  coursedir.course_id, args.max_upload, args.max_per_hour)
     # the one instance HubOAuthCallbackHandler also uses (it keeps the OAuth states of the logins under way)
     auth = HubOAuth.instance(api_token=os.environ["JUPYTERHUB_API_TOKEN"], cache_max_age=60)
     prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/")

@@ -21,7 +21,8 @@ One hub, started by ``make hub`` on free ports in a temporary folder, with lesso
    single-user page, so the formgrader cannot be framed inside JupyterLab (nbgrader #1870, #1910, #1919);
    the test sees Chromium refuse the framed formgrader (Nbgrader > Formgrader), checks that header, then opens
    the formgrader's own page: lesson 01 is listed as released, and Collect brings in the student's latest
-   submission through the HTTP exchange (# Submissions 1);
+   submission through the HTTP exchange (# Submissions 1); ``nbgrader release_feedback`` as the instructor
+   replaces the service's page for the student's submission;
 6. the class report (issue 46, ``/services/pte-exchange/report``): the instructor sees it (a screenshot), the
    student gets 403.
 
@@ -274,6 +275,31 @@ def scripting_student(settings: dict, notebook: Path) -> None:
     assert status == 403 and "instructors" in answer["message"], answer
 
 
+def release_as_instructor(state: Path, settings: dict) -> None:
+    """``nbgrader release_feedback`` as the instructor, with the instructor's server's token, of a page for the
+    student's submission the instructor collected (its timestamp and secret, as nbgrader's generate_feedback
+    leaves them beside the page): the student's next fetch gets it."""
+    collected = state / "course" / "submitted" / STUDENT / LESSON
+    mine = state / "course" / "feedback" / STUDENT / LESSON
+    mine.mkdir(parents=True)
+    for name in ("timestamp.txt", "submission_secret.txt"):
+        shutil.copy(collected / name, mine / name)
+    (mine / f"{LESSON}.html").write_text("<p>See me after class: the instructor's own page.</p>")
+    instructor = pwd.getpwnam(INSTRUCTOR)
+    for path in [mine.parent.parent, mine.parent, mine, *mine.iterdir()]:
+        os.chown(path, instructor.pw_uid, instructor.pw_gid)
+    env = dict(os.environ, HOME=str(state / "home" / INSTRUCTOR), OMP_NUM_THREADS="1",
+               JUPYTER_CONFIG_PATH=settings["config_dirs"]["instructor"],
+               JUPYTERHUB_API_TOKEN=server_token(INSTRUCTOR))
+    done = subprocess.run([settings["users_python"], "-m", "nbgrader", "release_feedback", LESSON,
+                           f"--student={STUDENT}", "--log-level=ERROR"], cwd=state / "course", env=env,
+                          user=instructor.pw_uid, group=instructor.pw_gid, extra_groups=[],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"the instructor's release_feedback failed:\n{done.stdout}{done.stderr}"
+    status, pages = exchange_call(settings, f"api/feedback/{LESSON}", server_token(STUDENT))
+    assert status == 200 and any("the instructor's own page" in page["html"] for page in pages), pages
+
+
 def test_student_feedback_and_instructor_formgrader(hub, browser, shots):
     state = hub["state"]
     settings = json.loads((state / "hub.json").read_text())
@@ -386,6 +412,7 @@ def test_student_feedback_and_instructor_formgrader(hub, browser, shots):
         page.wait_for_timeout(POLL_S * 1000)
     page.screenshot(path=str(shots / "hub-instructor-formgrader.png"), full_page=True)
     assert (state / "course" / "submitted" / STUDENT / LESSON / f"{LESSON}.ipynb").is_file()
+    release_as_instructor(state, settings)
 
     # 5. the class report (issue 46): the instructor's page behind the hub's login; a student gets 403
     report_url = f"{hub['url']}services/{settings['exchange_service']}/report"

@@ -331,3 +331,13 @@ def test_the_instructor_releases_feedback_only_to_the_submission_it_names(hub, t
     assert status == 403, answer
     secret = (hub["inbound"] / folder / "submission_secret.txt").read_text()
     assert os.listdir(hub["store"].root / "feedback") == [f"{notebook_hash(secret=secret, notebook_id=LESSON)}.html"]
+
+
+def test_a_flood_of_submissions_is_capped_per_hour(hub, tmp_path):
+    hub["store"].max_per_hour = 3
+    for _ in range(3):
+        submit_as(hub, "tok-ann", tmp_path / "ann")
+    with pytest.raises(ExchangeError, match="3 submissions of 01_demo in the last hour: the limit is 3"):
+        submit_as(hub, "tok-ann", tmp_path / "ann")
+    submit_as(hub, "tok-bob", tmp_path / "bob")   # a classmate is not held back
+    assert [name.split("+")[0] for name in inbound(hub)].count("ann") == 3
