@@ -61,8 +61,9 @@ def test_each_hidden_check_is_judged_by_its_kind_of_difference_with_the_referenc
 
 def test_a_crash_in_a_hidden_check_is_an_error_there_and_the_rest_did_not_run():
     error = nbformat.v4.new_output("error", ename="IndexError", evalue="SECRET_VALUE 42", traceback=[])
-    run = run_of([], [observed(0, tensor([1.0, 2.0])), error], hidden_status="error")
-    assert summary(outcomes.of(run, REFERENCE))[1:] == [
+    run = run_of([], [observed(0, tensor([1.0, 2.0])), error], reply="error", hidden_status="error")
+    assert summary(outcomes.of(run, REFERENCE)) == [
+        ("visible", 0, "passed", "", "", ""),   # the cell's reply is the hidden part's: the visible part passed
         ("hidden", 1, "passed", "", "", HINT),
         ("hidden", 2, "error", "exception", "IndexError", "second"),
         ("hidden", 3, "not-run", "not-run", "", "")]
