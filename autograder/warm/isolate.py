@@ -14,9 +14,10 @@ message) the child it forks runs :func:`launch`, which makes three processes:
 2. **PID 1** (``_init``): unshares mount, IPC, UTS, network and cgroup namespaces, then ``build_root``: a new
    root on a small tmpfs, ``/tmp`` first, the same read-only bind mounts as the cold sandbox's (system,
    Python, venv, ``autograder/kernel``, ``data/``) with every submount remounted read-only, a minimal
-   ``/dev`` with its own ``/dev/shm``, size-capped tmpfs mounts for ``/tmp``, ``/dev/shm`` and the work
-   folder, the runtime folder bound from the host, the font cache read-only, a new ``/proc`` (only the
-   namespace's processes), ``pivot_root`` with the old root detached, the new root remounted read-only and
+   ``/dev`` with its own ``/dev/shm`` and devpts, size-capped tmpfs mounts for ``/tmp``, ``/dev/shm`` and the
+   work folder, the runtime folder bound from the host, the font cache read-only, a new ``/proc`` (only the
+   namespace's processes, its ``sys``, ``sysrq-trigger``, ``irq`` and ``bus`` read-only), each mount with the
+   flags bubblewrap gives it (tmpfs and binds nosuid, nodev; devices nosuid; read-only where asked), ``pivot_root`` with the old root detached, the new root remounted read-only and
    loopback up. It forks the kernel, drops as the kernel does, reaps orphans and exits when the kernel ends,
    which ends every process left in the namespace. It dies with the relay (so with the template, and with
    the grading worker that owns the template);

@@ -12,8 +12,10 @@ and the environment it starts with. It is built once per kernel (``sandbox.polic
   :meth:`Policy.rlimits`.
 
 Both translations are tables keyed by the policy's own vocabulary (``MOUNT_KINDS``, ``NAMESPACES``,
-``RLIMITS``): a kind either side cannot translate raises, and ``tests/unit/test_policy.py`` compares the two
-translations of the same policy step by step, so one side cannot drop a step the other keeps.
+``RLIMITS``): a kind either side cannot translate raises. ``tests/unit/test_policy.py`` observes both: the warm
+child's real steps run against a recording fake of the system calls, the cold command line read with a model of
+bubblewrap, setpriv, prlimit and taskset (checked against a real bubblewrap), and compares what they do, mount
+flags included; one-line drifts planted on either side each fail it.
 
 This module imports only the standard library: the warm template imports it before any kernel exists.
 """
