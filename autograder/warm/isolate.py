@@ -17,9 +17,10 @@ message) the child it forks runs :func:`launch`, which makes three processes:
    ``/dev`` with its own ``/dev/shm`` and devpts, size-capped tmpfs mounts for ``/tmp``, ``/dev/shm`` and the
    work folder, the runtime folder bound from the host, the font cache read-only, a new ``/proc`` (only the
    namespace's processes, its ``sys``, ``sysrq-trigger``, ``irq`` and ``bus`` read-only), each mount with the
-   flags bubblewrap gives it (tmpfs and binds nosuid, nodev; devices nosuid; read-only where asked), ``pivot_root`` with the old root detached, the new root remounted read-only and
-   loopback up. It forks the kernel, drops as the kernel does, reaps orphans and exits when the kernel ends,
-   which ends every process left in the namespace. It dies with the relay (so with the template, and with
+   flags bubblewrap gives it (tmpfs and binds nosuid, nodev; devices nosuid; read-only where asked),
+   ``pivot_root`` with the old root detached, the new root remounted read-only and loopback up. It forks the
+   kernel, drops as the kernel does, reaps orphans and exits when the kernel ends, which ends every process
+   left in the namespace. It dies with the relay (so with the template, and with
    the grading worker that owns the template);
 3. the **kernel**: its own session, then ``drop``: the limits (``RLIMIT_DATA``, ``FSIZE``, ``CORE``,
    ``NOFILE``, ``NPROC`` where no pids cgroup counts), the CPU set, uid/gid 65534 with no supplementary
