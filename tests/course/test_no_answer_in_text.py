@@ -9,7 +9,10 @@ code cell that is neither an answer cell nor a test cell. Lines every PyTorch pr
 ``loss.backward()``, ``optimizer.zero_grad()``, ``return x``, short lines, control keywords) are skipped:
 a demo may and should show the technique on its own example; what it must not show is the exercise's
 own answer: two distinctive lines of one solution in one cell, the only distinctive line of a solution
-that has one, or the whole solution (normalized, joined).
+that has one, or the whole solution (normalized, joined). A demo that copies the answer with its own
+variable names is caught too: two consecutive distinctive lines of a solution, every name but the
+attributes and the libraries' replaced by ``_``, standing consecutively in a code cell
+(``run_scaler.scale(loss).backward()`` then ``run_scaler.step(run_opt)``).
 
 One test per lesson (``PTE_LESSONS`` narrows them). ``KNOWN`` lists the lessons whose text still holds an
 answer, each with the reason, as strict expected failures: fixing one makes its test pass, and strict
@@ -17,7 +20,10 @@ makes that a failure until the entry goes.
 """
 from __future__ import annotations
 
+import io
+import keyword
 import re
+import tokenize
 
 import nbformat
 import pytest
@@ -106,6 +112,45 @@ def answers_in_text(nb) -> list[str]:
     return sorted(set(found))
 
 
+KEEP_NAMES = {"torch", "nn", "F", "np", "random", "math", "self", "True", "False", "None"}
+
+
+def canonical(line: str) -> str:
+    """A normalized line with every name replaced by ``_`` except attributes (after a dot), keywords and the
+    libraries' own names: ``run_scaler.step(run_opt)`` and ``scaler.step(optimizer)`` both read ``_.step(_)``."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(line).readline))
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return line
+    out, previous = [], None
+    for token in tokens:
+        if token.type in (tokenize.NEWLINE, tokenize.NL, tokenize.ENDMARKER, tokenize.COMMENT, tokenize.INDENT,
+                          tokenize.DEDENT):
+            continue
+        renamed = (token.type == tokenize.NAME and not keyword.iskeyword(token.string)
+                   and token.string not in KEEP_NAMES and not (previous is not None and previous.string == "."))
+        out.append("_" if renamed else token.string)
+        previous = token
+    return "".join(out)
+
+
+def renamed_copies(nb) -> list[str]:
+    """Code cells holding two consecutive distinctive lines of a solution, names aside."""
+    cells = [(c.get("id", "?"), [canonical(line) for line in (normalize(x) for x in c.source.splitlines())
+                                 if distinctive(line)])
+             for c in nb.cells
+             if c.cell_type == "code" and not protocol.is_answer_cell(c) and not protocol.is_test_cell(c)]
+    found = []
+    for answer_id, body in solution_regions(nb):
+        lines = [canonical(line) for line in (normalize(x) for x in body.splitlines()) if distinctive(line)]
+        pairs = {tuple(lines[i:i + 2]) for i in range(len(lines) - 1)}
+        for cid, text in cells:
+            hits = sorted(pair for pair in pairs if any(tuple(text[i:i + 2]) == pair for i in range(len(text) - 1)))
+            if hits:
+                found.append(f"cell {cid} holds {list(hits[0])}, renamed, from answer cell {answer_id}")
+    return found
+
+
 def _param(lesson: str):
     marks = [pytest.mark.xfail(strict=True, reason=KNOWN[lesson])] if lesson in KNOWN else []
     return pytest.param(lesson, marks=marks, id=lesson)
@@ -114,7 +159,7 @@ def _param(lesson: str):
 @pytest.mark.parametrize("lesson", [_param(lesson) for lesson in course.lessons()])
 def test_no_solution_line_stands_in_the_text(lesson):
     nb = nbformat.read(course.solution_path(lesson), as_version=4)
-    found = answers_in_text(nb)
+    found = answers_in_text(nb) + renamed_copies(nb)
     assert not found, (f"{lesson}: the lesson's text holds its own answers (move them out of the demo or "
                        "summary, or show the technique on another example):\n  " + "\n  ".join(found))
 
@@ -170,3 +215,10 @@ def test_hints_test_cells_and_shared_lines_are_not_answers():
 def test_the_same_technique_on_another_example_passes():
     nb = _lesson(ANSWER, _cell("code", "y = inputs @ layer.weight.T + layer.bias"))
     assert answers_in_text(nb) == []
+
+
+def test_a_renamed_copy_of_the_answer_in_a_demo_is_caught():
+    demo = _cell("code", "run_scaler.scale(loss).backward()\nrun_scaler.step(run_opt)\nrun_scaler.update()")
+    one_line = _cell("code", "probe_scaler.scale(loss).backward()\nnorm = total_norm(grads)")
+    assert renamed_copies(_lesson(TWO_LINES, demo))
+    assert renamed_copies(_lesson(TWO_LINES, one_line)) == []
