@@ -7,7 +7,6 @@ import pytest
 
 from autograder.grading.judging.judge import judge_cell
 from autograder.kernel import observations, protocol
-from autograder.kernel.messages import Observation
 
 SECRET = "flatten_features((5, 2, 3, 4)) 77123.25"
 REFERENCE = [{"label": "the reference's label", "value": observations.encode(3), "atol": 0.0, "rtol": 0.0,
@@ -50,3 +49,14 @@ def test_a_failed_check_shows_the_reference_hint():
     verdict = judge_cell(REFERENCE, protocol.observations_in(SENT["label, test and hint forged"]), finished=True)
     assert verdict.reason.endswith("Hint: the reference's hint."), verdict.reason
     assert judge_cell(REFERENCE, protocol.observations_in(_display(GOOD)), finished=True).passed
+
+
+def test_a_run_stopped_by_an_exception_keeps_its_message_in_the_log(capsys):
+    """The reason feedback shows ("not run: ...") names the exception's type, never its message (which may carry
+    what the kernel sent); the message goes to the grader's log."""
+    from autograder.grading.run import runner
+
+    run = runner.Run(nb=None)
+    runner._stopped_by(run, ValueError(f"unrecognized output msg type: {SECRET!r}"))
+    assert run.status == "error" and SECRET not in run.reason and "ValueError" in run.reason, run.reason
+    assert SECRET in capsys.readouterr().err

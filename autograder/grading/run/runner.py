@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -220,10 +221,7 @@ async def _run(run: Run, limits: Limits, work: Path, runtime: Path, warm: bool) 
         if warm and not run.kernel_start:   # the warm kernel never answered: nothing of the student's ran
             raise ColdStartRefused(f"the warm kernel did not start: {type(exc).__name__}: {exc}") from exc
         if not (watchdog and watchdog.tripped) and not client.unresponsive:
-            run.status, run.reason = (
-                (Status.KERNEL_DIED, "the kernel died (the notebook exited or crashed it)")
-                if isinstance(exc, DeadKernelError) else
-                (Status.ERROR, f"grading failed: {type(exc).__name__}: {exc}"[:300]))
+            _stopped_by(run, exc)
     finally:
         if watchdog:
             watchdog.stop()
@@ -234,6 +232,16 @@ async def _run(run: Run, limits: Limits, work: Path, runtime: Path, warm: bool) 
         if groups:
             groups.remove()
     _decide_status(run, client, nb, limits, watchdog.tripped if watchdog else None, oom)
+
+
+def _stopped_by(run: Run, exc: Exception) -> None:
+    """The status of a run an exception stopped. Its message stays in the grader's log: it may carry what the
+    kernel sent (feedback shows the reason), so the reason names the exception's type alone."""
+    if isinstance(exc, DeadKernelError):
+        run.status, run.reason = Status.KERNEL_DIED, "the kernel died (the notebook exited or crashed it)"
+        return
+    run.status, run.reason = Status.ERROR, f"grading failed: {type(exc).__name__} (its message is in the grader's log)"
+    print(f"pte-grade: grading failed: {type(exc).__name__}: {exc}"[:2000], file=sys.stderr)
 
 
 async def _release(client: GradingClient, km) -> None:
