@@ -73,7 +73,7 @@ def merge_csv_row(source: Path, target: Path, student: str, assignment: str) -> 
                 writer.writeheader()
                 for key in sorted(rows):
                     writer.writerow(rows[key])
-            os.chmod(partial, 0o644 if not target.exists() else target.stat().st_mode & 0o777)
+            os.chmod(partial, target.stat().st_mode & 0o777 if target.exists() else 0o600)   # the class's grades
             os.replace(partial, target)
         except BaseException:
             os.unlink(partial)
