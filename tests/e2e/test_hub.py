@@ -13,9 +13,10 @@ One hub, started by ``make hub`` on free ports in a temporary folder, with lesso
    the page in JupyterLab: it names the failed hidden check's hint ("Hint:") and none of its inputs (labels);
 4. the student, scripting with their own token, submits naming a classmate (the submission is still theirs),
    asks for the classmate's feedback (gets only their own) and for the instructor's collect (403); no token or
-   a made-up one gets 403. Then ``cat``/``ls`` as the student's uid on the course folder, ``solutions/``,
-   ``gradebook.db``, the reference cache, the service's state and the exchange's store: each "Permission
-   denied" (what it printed goes to ``hub-student-refused.txt``);
+   a made-up one gets 403. Then ``cat``/``ls`` on the course folder, ``solutions/``, ``gradebook.db``, the
+   reference cache, the service's state and the exchange's store, as the student's uid and in a terminal of the
+   student's own JupyterLab (its REST API and websocket): each "Permission denied" (what they printed goes to
+   ``hub-student-refused.txt`` and ``hub-student-terminal.txt``);
 5. the instructor logs in on the same hub and opens the formgrader on a page of its own
    (``/user/pte-instructor/formgrader``): JupyterHub >= 4.1 sends ``frame-ancestors 'none'`` with every
    single-user page, so the formgrader cannot be framed inside JupyterLab (nbgrader #1870, #1910, #1919);
@@ -37,6 +38,7 @@ the proxy (npm ci).
 """
 from __future__ import annotations
 
+import asyncio
 import html as htmllib
 import json
 import os
@@ -51,6 +53,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import nbformat
@@ -237,6 +240,44 @@ def server_token(user: str) -> str:
     raise AssertionError(f"no server of {user} is running")
 
 
+def in_terminal(hub, user: str, paths: list[Path]) -> str:
+    """What a JupyterLab terminal of ``user`` printed for ``cat`` (a file) or ``ls`` (a folder) of each path: a
+    terminal of the user's own server (its REST API and websocket, with the server's token), as the student
+    opens it from the launcher."""
+    from tornado import httpclient, websocket
+
+    token = server_token(user)
+    base = f"{hub['url']}user/{user}/"
+    request = urllib.request.Request(base + "api/terminals", method="POST", data=b"",
+                                     headers={"Authorization": f"token {token}"})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        name = json.loads(response.read())["name"]
+    commands = "; ".join(f"ls -la {p}" if p.is_dir() else f"cat {p}" for p in paths)
+
+    async def talk() -> str:
+        ws = await websocket.websocket_connect(httpclient.HTTPRequest(
+            base.replace("http://", "ws://") + f"terminals/websocket/{name}",
+            headers={"Authorization": f"token {token}"}))
+        ws.write_message(json.dumps(["set_size", 50, 400, 800, 2000]))
+        ws.write_message(json.dumps(["stdin", f"{commands}; echo END-OF-$((6 * 7))\r"]))
+        printed, deadline = "", time.monotonic() + UI_TIMEOUT_S
+        while "END-OF-42" not in printed and time.monotonic() < deadline:
+            message = await ws.read_message()
+            if message is None:
+                break
+            kind, *text = json.loads(message)
+            printed += "".join(text) if kind == "stdout" else ""
+        ws.close()
+        return printed
+
+    try:
+        with ThreadPoolExecutor(max_workers=1) as thread:   # a loop of its own, apart from Playwright's
+            return thread.submit(asyncio.run, asyncio.wait_for(talk(), UI_TIMEOUT_S + 10)).result()
+    finally:
+        urllib.request.urlopen(urllib.request.Request(base + f"api/terminals/{name}", method="DELETE",
+                                                      headers={"Authorization": f"token {token}"}), timeout=60)
+
+
 def exchange_call(settings: dict, path: str, token: str | None, body=None) -> tuple[int, dict]:
     """(status, JSON answer) of a raw request to the HTTP exchange, as a script in a terminal would make it."""
     request = urllib.request.Request(settings["exchange_url"] + path, method="GET" if body is None else "POST",
@@ -375,6 +416,12 @@ def test_student_feedback_and_instructor_formgrader(hub, browser, shots):
     (shots / "hub-student-refused.txt").write_text("\n".join(f"{c}\n  {o}" for c, o in printed.items()) + "\n")
     assert_refused(printed)
     assert (state / "course" / ".grading" / "reference-cache").is_dir()   # the grading wrote it: refused above
+    paths = private_paths(state)   # the same, in a terminal of the student's own JupyterLab
+    terminal = in_terminal(hub, STUDENT, paths)
+    (shots / "hub-student-terminal.txt").write_text(terminal)
+    assert "END-OF-42" in terminal, terminal[-3000:]
+    for path in paths:
+        assert re.search(rf"{re.escape(str(path))}'?: Permission denied", terminal), (path, terminal[-3000:])
 
     # 4. the instructor: the formgrader on a page of its own
     started = time.monotonic()
