@@ -14,6 +14,10 @@ variable names is caught too: two consecutive distinctive lines of a solution, e
 attributes and the libraries' replaced by ``_``, standing consecutively in a code cell
 (``run_scaler.scale(loss).backward()`` then ``run_scaler.step(run_opt)``).
 
+A code cell that an exercise starts from (the broken code an exercise asks to change) names that exercise's
+answer cells in its metadata, ``pte.starting_point_of``: it may share lines with those answers, since it
+is the problem, not the answer; it is still compared with every other answer.
+
 One test per lesson (``PTE_LESSONS`` narrows them). ``KNOWN`` lists the lessons whose text still holds an
 answer, each with the reason, as strict expected failures: fixing one makes its test pass, and strict
 makes that a failure until the entry goes.
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import io
 import keyword
+import copy
 import re
 import tokenize
 
@@ -91,6 +96,12 @@ def text_cells(nb) -> list[tuple[str, str]]:
     return [(cid, " ".join(normalize(line) for line in text.splitlines())) for cid, text in found]
 
 
+def starting_points(nb) -> dict[str, set[str]]:
+    """Code cell id -> the answer cells it is the starting point of (``pte.starting_point_of``)."""
+    return {cell.get("id", "?"): set(cell.metadata.get("pte", {}).get("starting_point_of", ()))
+            for cell in nb.cells if cell.cell_type == "code"}
+
+
 def answers_in_text(nb) -> list[str]:
     """Every text cell that holds an answer: two distinctive lines of one solution (an answer assembled), the
     one distinctive line of a solution that has only one, or a whole solution.
@@ -98,12 +109,15 @@ def answers_in_text(nb) -> list[str]:
     A single line of a longer solution may stand in the text: the body teaches the API an exercise needs
     (``scaler.step(optimizer)`` in a list of the scaler's methods), and a demo shows the technique."""
     texts = text_cells(nb)
+    starts = starting_points(nb)
     found = []
     for answer_id, body in solution_regions(nb):
         lines = [normalize(line) for line in body.splitlines()]
         whole = " ".join(line for line in lines if line)
         probes = sorted({line for line in lines if distinctive(line)})
         for cid, text in texts:
+            if answer_id in starts.get(cid, ()):
+                continue
             hits = [probe for probe in probes if probe in text]
             if len(whole) >= MIN_CHARS and whole in text:
                 found.append(f"cell {cid} holds the whole solution of answer cell {answer_id}")
@@ -140,11 +154,14 @@ def renamed_copies(nb) -> list[str]:
                                  if distinctive(line)])
              for c in nb.cells
              if c.cell_type == "code" and not protocol.is_answer_cell(c) and not protocol.is_test_cell(c)]
+    starts = starting_points(nb)
     found = []
     for answer_id, body in solution_regions(nb):
         lines = [canonical(line) for line in (normalize(x) for x in body.splitlines()) if distinctive(line)]
         pairs = {tuple(lines[i:i + 2]) for i in range(len(lines) - 1)}
         for cid, text in cells:
+            if answer_id in starts.get(cid, ()):
+                continue
             hits = sorted(pair for pair in pairs if any(tuple(text[i:i + 2]) == pair for i in range(len(text) - 1)))
             if hits:
                 found.append(f"cell {cid} holds {list(hits[0])}, renamed, from answer cell {answer_id}")
@@ -222,3 +239,16 @@ def test_a_renamed_copy_of_the_answer_in_a_demo_is_caught():
     one_line = _cell("code", "probe_scaler.scale(loss).backward()\nnorm = total_norm(grads)")
     assert renamed_copies(_lesson(TWO_LINES, demo))
     assert renamed_copies(_lesson(TWO_LINES, one_line)) == []
+
+
+def test_the_code_an_exercise_starts_from_may_share_only_that_exercise_s_lines():
+    """A broken function the exercise asks to change shares lines with its answer; marked as that exercise's
+    starting point it passes, and it is still caught holding another exercise's answer."""
+    given = _cell("code", "scaler.scale(loss).backward()\nscaler.step(opt)\nprint('no update: the scale never moves')")
+    given.metadata["pte"] = {"starting_point_of": ["two"]}
+    two, one = copy.deepcopy(TWO_LINES), copy.deepcopy(ANSWER)
+    two["id"], one["id"] = "two", "one"
+    assert answers_in_text(_lesson(two, given)) == [] and renamed_copies(_lesson(two, given)) == []
+    other = _cell("code", "y = x @ weight.T + bias\nscaler.step(opt)")
+    other.metadata["pte"] = {"starting_point_of": ["two"]}
+    assert answers_in_text(_lesson(one, two, other))
