@@ -332,7 +332,7 @@ def check_copy_answers(independent_copy: Callable) -> None:
 
 
 def check_label_answers(to_class_labels: Callable, rng: np.random.Generator) -> None:
-    """The checks of the ungraded warm-up ``to_class_labels``; ``rng`` (seeded by the caller) draws the labels."""
+    """The visible checks of exercise 4; ``rng`` (seeded in the test cell) draws the labels."""
     arr = rng.integers(0, 5, size=6).astype(np.float64)
     checks.check_tensor(checks.call(to_class_labels, arr), torch.tensor(arr.astype(np.int64)),
                         f"to_class_labels({arr.tolist()})")
@@ -348,7 +348,7 @@ def check_label_answers(to_class_labels: Callable, rng: np.random.Generator) -> 
 
 
 def check_linear_answers(linear_forward: Callable) -> None:
-    """The visible checks of exercise 4."""
+    """The visible checks of exercise 5."""
     from torch import nn
 
     hints = {r"shapes cannot be multiplied|size mismatch|must match":

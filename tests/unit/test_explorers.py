@@ -182,43 +182,6 @@ def test_plot_broadcast_keys_its_shading_unless_told_not_to():
     assert explorers.plot_broadcast((4, 1), (3,), legend=False).get_legend() is None
 
 
-# ---------------------------------------------------------------- the ungraded warm-up to_class_labels
-
-def _warm_up_answers(kind: str) -> list:
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "course" / "pitfalls" / "01_tensors_and_views.py"
-    spec = importlib.util.spec_from_file_location("pitfalls_01_warm_up", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return sorted(module.WARM_UP[kind].items())
-
-
-def _define_labels(source: str):
-    import numpy as np
-
-    namespace = {"torch": torch, "np": np}
-    exec(source, namespace)  # noqa: S102 - the course's own table of answers
-    return namespace["to_class_labels"]
-
-
-@pytest.mark.parametrize("description,source", _warm_up_answers("wrong") + _warm_up_answers("plausible"))
-def test_warm_up_label_checks_catch_every_wrong_answer(description, source):
-    """to_class_labels is ungraded now; its checks still catch every wrong answer of the old pitfall table."""
-    import numpy as np
-
-    with pytest.raises(CheckFailed):
-        explorers.check_label_answers(_define_labels(source), np.random.default_rng(14))
-
-
-@pytest.mark.parametrize("description,source", _warm_up_answers("right"))
-def test_warm_up_label_checks_pass_right_answers(description, source):
-    import numpy as np
-
-    explorers.check_label_answers(_define_labels(source), np.random.default_rng(14))
-
-
 def test_flatten_checks_refuse_the_input_object_itself():
     """torch.flatten(x, 1) hands back x itself for a 2-D x: the course asks for a new object on every call, and a
     visible check says so; a view of x (reshape's, or a slice of flatten's) is a new object and passes."""

@@ -66,6 +66,16 @@ def independent_copy(t):
     return torch.empty_like(t).copy_(t)
 ''',
     },
+    "to_class_labels": {
+        "from_numpy keeps float64": '''
+def to_class_labels(arr):
+    return torch.from_numpy(arr)
+''',
+        ".int() gives int32, not torch.long": '''
+def to_class_labels(arr):
+    return torch.from_numpy(arr).int()
+''',
+    },
     "linear_forward": {
         "x @ weight only passes for square weights": '''
 def linear_forward(x, weight, bias):
@@ -214,6 +224,24 @@ def independent_copy(t):
     return copy.deepcopy(t)
 ''',
     },
+    "to_class_labels": {
+        ".byte(): cross_entropy accepts uint8, but the spec asks for torch.long": '''
+def to_class_labels(arr):
+    return torch.from_numpy(arr).byte()
+''',
+        "dtype=torch.int is int32, not torch.long": '''
+def to_class_labels(arr):
+    return torch.tensor(arr, dtype=torch.int)
+''',
+        "squeeze() turns a single label into a 0-D tensor": '''
+def to_class_labels(arr):
+    return torch.as_tensor(arr).long().squeeze()
+''',
+        "returns a column (N, 1) instead of a 1-D tensor": '''
+def to_class_labels(arr):
+    return torch.as_tensor(arr).long().view(-1, 1)
+''',
+    },
     "linear_forward": {
         "(weight @ x.T).T, which only works for 2-D x": '''
 def linear_forward(x, weight, bias):
@@ -268,6 +296,16 @@ def independent_copy(t):
 def independent_copy(t):
     with torch.no_grad():
         return t.clone()
+''',
+    },
+    "to_class_labels": {
+        "torch.tensor(arr, dtype=torch.long)": '''
+def to_class_labels(arr):
+    return torch.tensor(arr, dtype=torch.long)
+''',
+        "NumPy's astype first, then from_numpy": '''
+def to_class_labels(arr):
+    return torch.from_numpy(arr.astype(np.int64))
 ''',
     },
     "linear_forward": {
@@ -325,6 +363,22 @@ def flatten_features(x):
         "`t` is left as it was":
             PLAUSIBLE["independent_copy"]["detach_() cuts the source itself out of the graph before copying it"],
     },
+    "to_class_labels": {
+        "dtype `torch.long`": PITFALLS["to_class_labels"][".int() gives int32, not torch.long"],
+        "a 1-D tensor, one entry per label":
+            PLAUSIBLE["to_class_labels"]["squeeze() turns a single label into a 0-D tensor"],
+        "the same class numbers": '''
+def to_class_labels(arr):
+    # renumbers the classes that occur as 0, 1, 2, ...: a missing class shifts every label above it
+    return torch.unique(torch.as_tensor(arr), return_inverse=True)[1].long()
+''',
+        "any numeric dtype in": '''
+def to_class_labels(arr):
+    if arr.dtype != np.float64:
+        raise TypeError(f"expected float64 labels, got {arr.dtype}")
+    return torch.from_numpy(arr).long()
+''',
+    },
     "linear_forward": {
         "weight in its `(out, in)` layout": PITFALLS["linear_forward"]["x @ weight only passes for square weights"],
         "plus the bias": PITFALLS["linear_forward"]["forgets the bias"],
@@ -332,60 +386,6 @@ def flatten_features(x):
         "by hand": '''
 def linear_forward(x, weight, bias):
     return torch.nn.functional.linear(x, weight, bias)
-''',
-    },
-}
-
-
-# The ungraded warm-up to_class_labels: no points to lose, so these are not pitfall rows; each wrong one must still
-# fail the warm-up's checks (tests/unit/test_explorers.py), and the right ones pass them.
-WARM_UP = {
-    "wrong": {
-        "from_numpy keeps float64": '''
-def to_class_labels(arr):
-    return torch.from_numpy(arr)
-''',
-        ".int() gives int32, not torch.long": '''
-def to_class_labels(arr):
-    return torch.from_numpy(arr).int()
-''',
-    },
-    "plausible": {
-        "renumbers the classes that occur as 0, 1, 2, ...: a missing class shifts every label above it": '''
-def to_class_labels(arr):
-    return torch.unique(torch.as_tensor(arr), return_inverse=True)[1].long()
-''',
-        "accepts float64 labels only": '''
-def to_class_labels(arr):
-    if arr.dtype != np.float64:
-        raise TypeError(f"expected float64 labels, got {arr.dtype}")
-    return torch.from_numpy(arr).long()
-''',
-        ".byte(): cross_entropy accepts uint8, but the spec asks for torch.long": '''
-def to_class_labels(arr):
-    return torch.from_numpy(arr).byte()
-''',
-        "dtype=torch.int is int32, not torch.long": '''
-def to_class_labels(arr):
-    return torch.tensor(arr, dtype=torch.int)
-''',
-        "squeeze() turns a single label into a 0-D tensor": '''
-def to_class_labels(arr):
-    return torch.as_tensor(arr).long().squeeze()
-''',
-        "returns a column (N, 1) instead of a 1-D tensor": '''
-def to_class_labels(arr):
-    return torch.as_tensor(arr).long().view(-1, 1)
-''',
-    },
-    "right": {
-        "torch.tensor(arr, dtype=torch.long)": '''
-def to_class_labels(arr):
-    return torch.tensor(arr, dtype=torch.long)
-''',
-        "NumPy's astype first, then from_numpy": '''
-def to_class_labels(arr):
-    return torch.from_numpy(arr.astype(np.int64))
 ''',
     },
 }
