@@ -101,6 +101,9 @@ def test_attempts_per_student_until_each_exercise_passed(tmp_path):
     first = [result("a", alpha=False), result("b", alpha=False, beta=False)]
     second = [result("a"), result("b", alpha=False)]
     root = course_with(tmp_path, None, [first, second, [result("b", alpha=False)]])
+    runs = sorted((root / data.FEEDBACK_RUNS).iterdir())
+    assert len(runs) == 3 and (root / data.FEEDBACK_RUNS).stat().st_mode & 0o777 == 0o700
+    assert {path.stat().st_mode & 0o777 for path in runs} == {0o600}, "the runs are the instructor's alone"
     written = classreport.write(root, min_group=1)
     with open(written["exercises"], newline="") as handle:
         exercises = {r["exercise"]: r for r in csv.DictReader(handle)}

@@ -162,7 +162,7 @@ RUNS = Path(GRADING_DIR) / "runs"   # every run's report, oldest first by name: 
 
 
 def keep_run(course: Path, report: GradingReport) -> Path:
-    """A copy of this run's report in ``.grading/runs/`` (the instructor's alone, 0700), named by the time it
+    """A copy of this run's report in ``.grading/runs/`` (the instructor's alone: 0700, each 0600), named by the time it
     was written: the feedback service grades each submission in a run of its own, so its course folder's runs
     are each student's attempts in order."""
     folder = course / RUNS
@@ -170,6 +170,7 @@ def keep_run(course: Path, report: GradingReport) -> Path:
     os.chmod(folder, 0o700)
     path = folder / f"{time.time_ns():020d}-{os.getpid()}.json"
     report.write(path)
+    os.chmod(path, 0o600)
     return path
 
 
