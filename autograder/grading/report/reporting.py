@@ -14,7 +14,6 @@ from autograder.grading.isolate import sandbox
 from autograder.grading.messages import GradingReport
 from autograder.grading.plan import shards
 from autograder.grading.plan.planning import GRADING_DIR
-from autograder.grading.record import recording
 from autograder.grading.run.worker import NotebookResult
 from autograder.grading.status import Status
 
@@ -114,6 +113,8 @@ def check_verdicts(results: list[NotebookResult], autos: dict, log) -> None:
 
 def score(run, results: list[NotebookResult], failed: set[tuple[str, str]], progress: Progress) -> None:
     """Each notebook's score, from the gradebook nbgrader wrote."""
+    from autograder.grading.record import recording  # nbgrader's: imported once a verb runs
+
     for student, assignment in sorted(failed):
         progress.log(f"nbgrader could not record {student}/{assignment}")
         for r in results:
