@@ -17,7 +17,7 @@ if _SCRIPTS not in os.environ.get("PATH", "").split(os.pathsep):
     os.environ["PATH"] = _SCRIPTS + os.pathsep + os.environ.get("PATH", "")
 
 
-from autograder.grading.report import predictions  # noqa: E402
+from autograder.grading.intake import predictions  # noqa: E402
 from autograder.kernel import protocol  # noqa: E402
 
 # one definition of each, shared with the kernels and the grader (the tests and the tools name them here)

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import nbformat
 
+from autograder.grading.intake import predictions
 from autograder.grading.messages import GradingReport, MessageError, NotebookResult
-from autograder.grading.report import predictions
 from autograder.grading.report.reporting import RUNS
 from autograder.kernel import protocol
 

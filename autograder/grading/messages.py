@@ -153,13 +153,13 @@ class RecordAnswer(Message):
 
 @dataclass
 class CheckResult(Message):
-    """One check of one graded test cell, as the judge saw it (``autograder.grading.report.outcomes``).
+    """One check of one graded test cell, as the judge saw it (``autograder.grading.judging.outcomes``).
 
     ``part`` is ``visible`` (the test cell's visible checks, one entry, ``index`` 0) or ``hidden`` (hidden check
     ``index`` of ``of``, from 1). ``status``: :data:`CHECK_STATUSES`. ``failure``: what differed (a hidden check:
     ``values``, ``dtype``, ``shape``, ``type``, ... from ``observations.compare``; ``exception``, ``timeout``,
     ``malformed``, ``not-run``), "" when it passed. ``exception``: the type name of an exception, only one of
-    :data:`autograder.grading.report.outcomes.KNOWN_EXCEPTIONS` (anything else is ``other``). ``hint``: the
+    :data:`autograder.grading.judging.outcomes.KNOWN_EXCEPTIONS` (anything else is ``other``). ``hint``: the
     check's hint as the course defines it (the reference's for a hidden check; for the visible part, the one
     literal of the instructor's visible test code or of the course's kernel package that the failure named), never
     the kernel's text."""
@@ -199,7 +199,7 @@ _CHECK_KEYS = {"kind", "version", *_CHECK_FIELDS}
 
 @dataclass
 class PredictionRead(Message):
-    """One prediction cell of a submitted notebook (``autograder.grading.report.predictions``): its id and
+    """One prediction cell of a submitted notebook (``autograder.grading.intake.predictions``): its id and
     ``form`` (the cell's ``kind``: number, shape or choice) from the release, ``state`` (``answered``,
     ``not_answered``, ``unreadable``) and the literal (plain JSON) when answered."""
     KIND: ClassVar[str] = "prediction"

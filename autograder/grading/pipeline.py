@@ -11,10 +11,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from autograder.grading.messages import NotebookResult
 from autograder.grading.plan.planning import UsageError, plan
 from autograder.grading.report.reporting import Progress, report, score
 from autograder.grading.run.engine import Engine
-from autograder.grading.run.worker import NotebookResult
 
 
 def grade(course: Path, overrides: dict | None = None) -> tuple[int, list[NotebookResult]]:

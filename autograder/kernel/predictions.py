@@ -5,7 +5,7 @@ A prediction cell (an ordinary code cell, metadata ``pte.prediction``) holds one
 The demo right below it computes as usual and shows its answer only through ``reveal``, which
 asks for a prediction first while there is none. ``reveal`` never raises: Run All on an
 untouched release reaches the end. Predictions are never graded; the grading command reads the
-literal from the submitted cell's source (``autograder.grading.report.predictions``) for the
+literal from the submitted cell's source (``autograder.grading.intake.predictions``) for the
 class report.
 """
 from __future__ import annotations

@@ -48,9 +48,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder.grading.judging.reference import CACHE_DIR
 from autograder.grading.messages import GradingReport, MessageError
 from autograder.grading.plan.planning import GRADING_DIR
+from autograder.grading.run.reference import CACHE_DIR
 
 from ..grading.status import SubmissionError
 from . import intake

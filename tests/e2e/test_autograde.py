@@ -45,8 +45,8 @@ from test_cross_cpu import EMULATED_CPU
 
 from autograder import course, warm
 from autograder.grading.judging import judge
-from autograder.grading.judging.reference import CACHE_DIR
 from autograder.grading.plan.planning import GRADING_DIR
+from autograder.grading.run.reference import CACHE_DIR
 from autograder.kernel import messages, protocol
 
 import coursekit as kit

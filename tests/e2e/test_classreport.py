@@ -30,8 +30,8 @@ import nbformat
 import pytest
 
 from autograder import classreport, course
-from autograder.grading.report import outcomes
-from autograder.grading.report import predictions as read_predictions
+from autograder.grading.intake import predictions as read_predictions
+from autograder.grading.judging import outcomes
 from autograder.kernel import protocol
 
 import coursekit as kit

@@ -223,11 +223,11 @@ def test_a_kernel_stays_in_its_cpuset(graded):
 def test_the_runtime_folder_is_a_small_tmpfs(graded):
     """The runtime folder (connection file, sockets) is the one folder a kernel shares with the grader: as
     root it is a tmpfs of its own, so a kernel that writes 64 MB there stops at its cap, on no host disk."""
-    from autograder.grading.plan import settings
+    from autograder.grading.isolate import sandbox
 
     root, _, _ = graded
     nb = nbformat.read(root / "autograded" / "widens-affinity" / LESSON / f"{LESSON}.ipynb", as_version=4)
     cell = next(c for c in nb.cells if c.get("id") == "student-affinity")
     text = "".join(o.get("text", "") for o in cell.outputs)
     written = int(text.split("runtime MB written:")[1].split()[0])
-    assert "runtime write stopped: 28" in text and written < settings.RUNTIME_MB, text   # 28: ENOSPC
+    assert "runtime write stopped: 28" in text and written < sandbox.RUNTIME_MB, text   # 28: ENOSPC

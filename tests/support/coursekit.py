@@ -19,8 +19,8 @@ from pathlib import Path
 import nbformat
 
 from autograder import course
-from autograder.grading.judging.reference import CACHE_DIR
 from autograder.grading.plan.planning import GRADING_DIR
+from autograder.grading.run.reference import CACHE_DIR
 from autograder.kernel import protocol
 
 REPO = course.REPO_ROOT
@@ -102,7 +102,7 @@ def load_pitfalls(lesson: str) -> dict[str, dict[str, str]]:
 
 
 # The grading command runs each lesson's solution once per course, on this host, and caches what it observed
-# (autograder/grading/judging/reference.py, keyed by the solution files, the CPU, its dispatch settings and the
+# (autograder/grading/run/reference.py, keyed by the solution files, the CPU, its dispatch settings and the
 # thread count). The scratch courses of one test run share that cache through this folder, so a lesson's
 # reference runs once per key, not once per class; a class that changes the solution gets another key.
 SHARED_REFERENCE_CACHE_ENV = "TESTS_REFERENCE_CACHE"

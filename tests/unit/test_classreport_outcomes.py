@@ -1,10 +1,10 @@
-"""Each graded cell's checks as the report records them (autograder/grading/report/outcomes.py): from the
+"""Each graded cell's checks as the report records them (autograder/grading/judging/outcomes.py): from the
 judge's comparison and the reference alone, never the kernel's text."""
 from __future__ import annotations
 
 import nbformat
 
-from autograder.grading.report import outcomes
+from autograder.grading.judging import outcomes
 from autograder.grading.run.runner import Run
 from autograder.grading.status import Status
 from autograder.kernel import observations

@@ -9,6 +9,7 @@ import pytest
 from autograder.grading import pipeline
 from autograder.grading.intake import canonical
 from autograder.grading.isolate import sandbox
+from autograder.grading.plan import job as jobs
 from autograder.grading.plan import planning, settings, shards
 from autograder.grading.plan.settings import Settings
 from autograder.grading.record import recording
@@ -159,7 +160,7 @@ def _entry(label, value, atol=1e-6):
 
 
 def test_reference_differences_name_the_test_cell_and_the_observation():
-    from autograder.grading.judging import reference
+    from autograder.grading.run import reference
 
     stored = {"test_a": [_entry("a1", 1.0), _entry("a2", 2.0)], "test_b": [_entry("b1", 3.0)]}
     host = {"test_a": [_entry("a1", 1.0 + 1e-9), _entry("a2", 2.5)], "test_b": [_entry("b1", 3.0)]}
@@ -174,7 +175,7 @@ def test_reference_differences_name_the_test_cell_and_the_observation():
 
 
 def test_reference_cache_key_follows_what_decides_the_numbers(tmp_path, monkeypatch):
-    from autograder.grading.judging import reference
+    from autograder.grading.run import reference
 
     solution = tmp_path / "lesson.ipynb"
     solution.write_text("{}")
@@ -376,7 +377,7 @@ def test_the_reference_key_does_not_import_torch():
 
     from autograder import course
 
-    probe = ("import sys; from pathlib import Path; from autograder.grading.judging import reference; "
+    probe = ("import sys; from pathlib import Path; from autograder.grading.run import reference; "
              f"reference.cache_key([Path({str(course.solution_path('01_tensors_and_views'))!r})], 1); "
              "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
@@ -577,13 +578,13 @@ def test_a_submission_run_before_its_reference_is_judged_with_it(monkeypatch, tm
 
     limits = settings.Limits(timeout_s=0.1, cell_timeout_s=0.1, memory_mb=100, output_mb=1, threads=1, sandbox=False,
                              processes=8, disk_mb=8)
-    paths = worker.Paths(*(["."] * 6))
+    paths = jobs.Paths(*(["."] * 6))
     ready = {"a": multiprocessing.Event(), "other": multiprocessing.Event(), "never": multiprocessing.Event()}
-    worker.expect_references(ready)
+    jobs.expect_references(ready)
     monkeypatch.setattr(time, "sleep", lambda seconds: pytest.fail("the worker polled for its reference"))
     protocol.Reference("other", {"test_b": [{"value": 2}]}).write(tmp_path / "other.json")
     ready["other"].set()
-    job = worker.Job("s", "a", {"nb": 1.0}, {}, paths, limits, reference_file=str(tmp_path / "a.json"))
+    job = jobs.Job("s", "a", {"nb": 1.0}, {}, paths, limits, reference_file=str(tmp_path / "a.json"))
 
     def publish():   # what Engine.reference_ready does
         protocol.Reference("a", {"test_a": [{"value": 1}]}).write(tmp_path / "a.json")
@@ -591,10 +592,10 @@ def test_a_submission_run_before_its_reference_is_judged_with_it(monkeypatch, tm
 
     threading.Timer(0.3, publish).start()
     assert job.judged_with() == {"test_a": [{"value": 1}]}
-    given = worker.Job("s", "a", {"nb": 1.0}, {}, paths, limits, {"test_a": []}, reference_file=str(tmp_path / "x"))
+    given = jobs.Job("s", "a", {"nb": 1.0}, {}, paths, limits, {"test_a": []}, reference_file=str(tmp_path / "x"))
     assert given.judged_with() == {"test_a": []}, "a reference given with the job is used as it is"
-    monkeypatch.setattr(worker, "REFERENCE_GRACE_S", 0.2)
-    lost = worker.Job("s", "never", {"nb": 1.0}, {}, paths, limits, reference_file=str(tmp_path / "never.json"))
+    monkeypatch.setattr(jobs, "REFERENCE_GRACE_S", 0.2)
+    lost = jobs.Job("s", "never", {"nb": 1.0}, {}, paths, limits, reference_file=str(tmp_path / "never.json"))
     assert lost.judged_with() == {}, "a reference that never comes is none (the worker reports it missing)"
 
 
@@ -608,11 +609,11 @@ def test_a_grading_process_waiting_for_its_reference_wakes_when_the_engine_sets_
     ready = {"a": context.Event()}
     limits = settings.Limits(timeout_s=30, cell_timeout_s=30, memory_mb=100, output_mb=1, threads=1, sandbox=False,
                              processes=8, disk_mb=8)
-    job = worker.Job("s", "a", {"nb": 1.0}, {}, worker.Paths(*(["."] * 6)), limits,
+    job = jobs.Job("s", "a", {"nb": 1.0}, {}, jobs.Paths(*(["."] * 6)), limits,
                      reference_file=str(tmp_path / "a.json"))
-    with futures.ProcessPoolExecutor(1, mp_context=context, initializer=worker.expect_references,
+    with futures.ProcessPoolExecutor(1, mp_context=context, initializer=jobs.expect_references,
                                      initargs=(ready,)) as pool:
-        waiting = pool.submit(worker.Job.judged_with, job)
+        waiting = pool.submit(jobs.Job.judged_with, job)
         done, _ = futures.wait([waiting], timeout=1.0)
         assert not done, "the worker judged before the reference was in"
         protocol.Reference("a", {"test_a": [{"value": 1}]}).write(tmp_path / "a.json")

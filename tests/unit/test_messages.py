@@ -202,12 +202,13 @@ def test_an_observation_payload_is_checked_field_by_field():
 def test_a_worker_result_of_another_version_is_a_grader_error_not_a_grade():
     from concurrent.futures import Future
 
+    from autograder.grading.plan import job as jobs
     from autograder.grading.plan import settings
-    from autograder.grading.run import engine, worker
+    from autograder.grading.run import engine
 
     limits = settings.Limits(timeout_s=1, cell_timeout_s=1, memory_mb=100, output_mb=1, threads=1, sandbox=False,
                              processes=8, disk_mb=8)
-    job = worker.Job("ann", "01_x", {"01_x": 3.0}, {}, worker.Paths(*(["."] * 6)), limits)
+    job = jobs.Job("ann", "01_x", {"01_x": 3.0}, {}, jobs.Paths(*(["."] * 6)), limits)
     done = Future()
     done.set_result([dict(SAMPLES[-1].to_dict(), version=99, status="graded", score=3.0)])
     [result] = engine.Engine.outcome_of(None, done, job)
@@ -262,7 +263,7 @@ def test_a_template_that_sends_what_the_launcher_cannot_read_is_gone_with_the_re
 
 SPEAKERS = ["autograder/warm/template.py", "autograder/warm/pool.py", "autograder/warm/provisioner.py",
             "autograder/warm/isolate.py", "autograder/grading/record/recording.py",
-            "autograder/grading/run/worker.py", "autograder/grading/run/engine.py",
+            "autograder/grading/run/worker.py", "autograder/grading/run/engine.py", "autograder/grading/plan/job.py",
             "autograder/grading/judging/judge.py", "autograder/grading/report/reporting.py",
             "autograder/grading/report/finish.py", "autograder/classreport/data.py", "autograder/service/service.py"]
 HASHING = {("autograder/warm/pool.py", "template_key")}   # json.dumps of a key to hash, not a message

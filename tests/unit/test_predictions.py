@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from autograder import course
-from autograder.grading.report import predictions as read
+from autograder.grading.intake import predictions as read
 from autograder.kernel import predictions
 
 import coursekit as kit

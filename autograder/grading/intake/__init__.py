@@ -1,1 +1,2 @@
-"""What students submitted, read without following links, rebuilt into the notebook the grader runs."""
+"""What students submitted, read without following links or running anything (the notebook rebuilt for the
+grader to run, the prediction cells read)."""

@@ -29,8 +29,12 @@ import tempfile
 from pathlib import Path
 
 from autograder.grading.isolate.policy import NOBODY, Policy, cold_command, unsandboxed_command
-from autograder.grading.plan.settings import PRLIMIT_FSIZE_MB, PRLIMIT_NOFILE, RUNTIME_MB
 from autograder.kernel import paths
+
+# fixed limits of every sandbox (the engine's other fixed limits are in plan/settings.py)
+RUNTIME_MB = 16                   # the runtime tmpfs (connection file and sockets: a few kB)
+PRLIMIT_FSIZE_MB = 512            # largest file a kernel may write
+PRLIMIT_NOFILE = 1024             # open files per kernel process
 
 
 @functools.lru_cache(maxsize=None)

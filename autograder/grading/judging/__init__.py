@@ -1,1 +1,1 @@
-"""The verdict on each test cell and the reference observations it is judged with."""
+"""The verdict on each test cell (judged outside the kernel) and each check's outcome for the report."""

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from autograder.grading.isolate import cgroups, sandbox
 from autograder.grading.plan import shards
+from autograder.grading.plan.job import Job, Paths
 from autograder.grading.plan.settings import Limits, Settings
-from autograder.grading.run.worker import Job, Paths
 
 GRADING_DIR = ".grading"
 

@@ -24,7 +24,8 @@ from traitlets.config import Configurable
 from autograder.grading.plan import shards
 
 # ---------------------------------------------------------------- fixed limits of the engine (not course settings)
-# Each guards the grader against one thing a submission can send it; none changes a score.
+# Each guards the grader against one thing a submission can send it; none changes a score. (The sandbox's own:
+# isolate/sandbox.py.)
 FLOOD_FACTOR = 10                 # times the output cap: a cell still printing then is interrupted
 KILL_FACTOR = 5                   # times the flood limit: a kernel still sending then is killed
 CELL_LINE_LIMIT = 1000            # stream lines kept per cell (as nbgrader's LimitOutput does)
@@ -37,9 +38,6 @@ INTERRUPT_GRACE_S = 5.0           # at least this long (a quarter of the cell ca
 KERNEL_STARTUP_S = 60             # a kernel that has not answered by then is a failed start
 WATCHDOG_INTERVAL_S = 0.1         # how often the watchdog looks at the kernel's clock and memory
 CGROUP_MEMORY_HEADROOM_MB = 512   # cgroup memory beyond the RSS cap: the kernel's tmpfs pages, reclaimable cache
-RUNTIME_MB = 16                   # the runtime tmpfs (connection file and sockets: a few kB)
-PRLIMIT_FSIZE_MB = 512            # largest file a kernel may write
-PRLIMIT_NOFILE = 1024             # open files per kernel process
 REFERENCE_GRACE_S = 60           # beyond three reference runs' clocks, before a worker gives up waiting
 TASK_GRACE_S = 120                # per notebook, beyond its cap and two kernel starts, before its worker is stopped
 RECORD_BATCH = 8                  # students recorded together once that many of one assignment wait

@@ -17,11 +17,10 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-from autograder.grading.messages import GradingReport, MessageError
+from autograder.grading.messages import GradingReport, MessageError, NotebookResult
 from autograder.grading.plan import shards
 from autograder.grading.plan.planning import UsageError, course_layout, discover, load_coursedir
 from autograder.grading.report.reporting import check_verdicts, read_scores, write_outputs
-from autograder.grading.run.worker import NotebookResult
 from autograder.grading.status import Status
 
 EXIT_NOT_GRADED = 4

@@ -11,10 +11,9 @@ from dataclasses import fields
 from pathlib import Path
 
 from autograder.grading.isolate import sandbox
-from autograder.grading.messages import GradingReport
+from autograder.grading.messages import GradingReport, NotebookResult
 from autograder.grading.plan import shards
 from autograder.grading.plan.planning import GRADING_DIR
-from autograder.grading.run.worker import NotebookResult
 from autograder.grading.status import Status
 
 

@@ -25,13 +25,13 @@ from pathlib import Path
 import pebble
 
 from autograder.grading.isolate import sandbox
-from autograder.grading.judging import reference
+from autograder.grading.messages import NotebookResult
+from autograder.grading.plan.job import Job
 from autograder.grading.plan.planning import Plan
 from autograder.grading.plan.settings import KERNEL_STARTUP_S, TASK_GRACE_S
 from autograder.grading.record import recording
 from autograder.grading.report.reporting import Progress, report_references
-from autograder.grading.run import runner, worker
-from autograder.grading.run.worker import Job, NotebookResult
+from autograder.grading.run import reference, runner, worker
 from autograder.grading.status import Status
 from autograder.kernel import protocol
 

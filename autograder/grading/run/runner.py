@@ -26,7 +26,6 @@ from autograder.grading.isolate.policy import PolicyError
 from autograder.grading.plan.settings import (
     CGROUP_MEMORY_HEADROOM_MB,
     MAX_OUTPUT_DEPTH,
-    RUNTIME_MB,
     WATCHDOG_INTERVAL_S,
     Limits,
 )
@@ -299,7 +298,7 @@ def _kernel_groups(runtime: Path, limits: Limits, outcome: Run):
         return None
     try:
         return cgroups.create(f"{os.getpid()}-{runtime.parent.name}", limits.cpus,
-                              (limits.memory_mb + 2 * limits.disk_mb + RUNTIME_MB
+                              (limits.memory_mb + 2 * limits.disk_mb + sandbox.RUNTIME_MB
                                + CGROUP_MEMORY_HEADROOM_MB) * 2**20,
                               limits.processes)
     except OSError as exc:

@@ -1,9 +1,9 @@
 """One submission, in a grading process of its own: check it, rebuild it, run it, judge it, stage it.
 
-What crosses into a worker is a :class:`Job` (plain data); what comes back is one
-:class:`~autograder.grading.messages.NotebookResult` message per notebook (``to_dict()``, which the engine reads
-back with ``NotebookResult.from_dict``). The executed notebooks wait in ``.grading/staged/`` for nbgrader's
-recording step (:mod:`autograder.grading.record.recording`). Nothing here raises to the engine: every fault
+What crosses into a worker is a :class:`~autograder.grading.plan.job.Job` (plain data, the plan's product); what
+comes back is one :class:`~autograder.grading.messages.NotebookResult` message per notebook (``to_dict()``, which
+the engine reads back with ``NotebookResult.from_dict``). The executed notebooks wait in ``.grading/staged/`` for
+nbgrader's recording step (:mod:`autograder.grading.record.recording`). Nothing here raises to the engine: every fault
 becomes a status.
 
 The runner (and with it nbclient and jupyter_client) is imported where a notebook runs, not with this module:
@@ -17,68 +17,16 @@ import os
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 
-from autograder.grading.intake import canonical, collect
-from autograder.grading.judging import judge
+from autograder.grading.intake import canonical, collect, predictions
+from autograder.grading.judging import judge, outcomes
 from autograder.grading.messages import NotebookResult
-from autograder.grading.plan.settings import MAX_NOTEBOOK_BYTES, MAX_TIMESTAMP_BYTES, REFERENCE_GRACE_S, Limits
-from autograder.grading.report import outcomes, predictions
+from autograder.grading.plan.job import Job, expect_references
+from autograder.grading.plan.settings import MAX_NOTEBOOK_BYTES, MAX_TIMESTAMP_BYTES, Limits
 from autograder.grading.status import Status, SubmissionError
-from autograder.kernel import protocol
-
-# assignment -> the multiprocessing Event the engine sets once it has written that assignment's reference to
-# the job's reference_file (given to each worker by its initializer: an Event is shared by inheritance only)
-_reference_ready: dict = {}
-
-
-@dataclass(frozen=True)
-class Paths:
-    """The folders a grading run reads and writes (strings: a Job crosses into worker processes)."""
-    submitted: str
-    release: str
-    source: str
-    grading: str      # .grading/: the reference cache, matplotlib's font cache
-    staged: str       # executed notebooks waiting for nbgrader's recording step
-    scratch: str      # per-kernel work folders
-
-
-@dataclass(frozen=True)
-class Job:
-    """One student's assignment, with everything needed to grade it in a worker process."""
-    student: str
-    assignment: str
-    notebooks: dict[str, float]            # notebook name -> max score
-    tests: dict[str, dict[str, str]]       # notebook name -> grade id -> the instructor's test source
-    paths: Paths
-    limits: Limits
-    reference: dict[str, list[dict]] = field(default_factory=dict)   # grade id -> observations to judge with
-    # or, while the reference still runs: the file the engine writes it to when it is ready (a protocol.Reference),
-    # announced by the worker's Event for the assignment; the worker executes first and waits only to judge
-    reference_file: str = ""
-
-    def judged_with(self) -> dict[str, list[dict]]:
-        """The observations to judge with: ``reference``, or what the engine wrote to ``reference_file`` once it
-        says so. The wait blocks on the assignment's Event (no polling) and is bounded by a reference run's
-        clocks, twice with a second try; {} when nothing comes."""
-        if self.reference or not self.reference_file:
-            return self.reference
-        ready = _reference_ready.get(self.assignment)
-        if ready is None or not ready.wait(self.reference_wait_s()):
-            return {}
-        return protocol.Reference.read(Path(self.reference_file)).cells
-
-    def reference_wait_s(self) -> float:
-        """The longest wait for the reference: its run's clocks, three times (a second try after its worker died)."""
-        return 3 * self.limits.timeout_s * max(1, len(self.notebooks)) + REFERENCE_GRACE_S
-
-    def results(self, status: Status, reason: str) -> list[NotebookResult]:
-        """The same status for every notebook of this job."""
-        return [NotebookResult(self.student, self.assignment, name, status=status, max_score=max_score,
-                               reason=reason[:300]) for name, max_score in self.notebooks.items()]
 
 
 def _on_slot(job: Job, slot: str | None) -> Limits:
@@ -102,7 +50,7 @@ def grade_submission(job: Job, slot: str | None = None) -> list[dict]:
 def reference_for(job: Job, slot: str | None = None):
     """The host's reference of one assignment (a :class:`reference.HostReference`; ``job.student`` unused),
     computed in a worker on CPU slot ``slot``, as a student's run is."""
-    from autograder.grading.judging import reference
+    from autograder.grading.run import reference
 
     return reference.host_reference(Path(job.paths.source), job.assignment, list(job.notebooks),
                                     _on_slot(job, slot), Path(job.paths.scratch), Path(job.paths.grading))
@@ -174,12 +122,6 @@ def stage(job: Job, name: str, executed, result: NotebookResult) -> None:
         if exc.status != Status.MISSING:
             result.notes.append(f"timestamp.txt ignored: {exc.reason}")
     nbformat.write(executed, staged_dir / f"{name}.ipynb")
-
-
-def expect_references(events: dict) -> None:
-    """This process's Events, one per assignment, each set by the engine once that reference is written."""
-    _reference_ready.clear()
-    _reference_ready.update(events)
 
 
 def start_worker(template_env: dict | None, reference_events: dict) -> None:
