@@ -154,7 +154,7 @@ def _kind(value: Any) -> str:
     return type(value).__name__
 
 
-def _compare(expected: Any, actual: Any, atol: float, rtol: float, path: str) -> tuple[str, str] | None:  # noqa: C901
+def _compare(expected: Any, actual: Any, atol: float, rtol: float, path: str) -> tuple[str, str] | None:
     """``None`` on a match, else ``(problem, detail)``: problem names no expected value, detail may."""
     if _kind(expected) != _kind(actual):
         return "type", f"{path}: expected {_kind(expected)}, got {_kind(actual)}"
@@ -164,74 +164,94 @@ def _compare(expected: Any, actual: Any, atol: float, rtol: float, path: str) ->
         return None
     kind = expected["type"]
     if kind in ("tensor", "ndarray"):
-        for key in ("dtype", "shape", "strides"):
-            if key in expected and expected[key] != actual.get(key):
-                return key, f"{path}: {key} is {actual.get(key)}, expected {expected[key]}"
-        values_e, values_a = expected["values"], actual.get("values")
-        if not isinstance(values_a, list) or len(values_a) != len(values_e):
-            return "values", f"{path}: malformed values"
-        worst = 0.0
-        for e, a in zip(values_e, values_a):
-            if isinstance(e, list) or isinstance(e, bool) or isinstance(a, bool):
-                if e != a:
-                    return "values", f"{path}: values differ"
-                continue
-            try:
-                fe, fa = _decode_number(e), _decode_number(a)
-            except (KeyError, TypeError, ValueError):
-                return "values", f"{path}: malformed values"
-            if math.isnan(fe) or math.isnan(fa):
-                if not (math.isnan(fe) and math.isnan(fa)):
-                    return "values", f"{path}: NaN where the reference has none (or the reverse)"
-                continue
-            if math.isinf(fe) or math.isinf(fa):
-                if fe != fa:
-                    return "values", f"{path}: infinite values differ"
-                continue
-            diff = abs(fa - fe)
-            if diff > atol + rtol * abs(fe):
-                worst = max(worst, diff)
-        if worst:
-            return "values", (f"{path}: values differ (max difference {worst:.3g}, "
-                              f"tolerance atol={atol:g} rtol={rtol:g})")
-        return None
+        return _compare_array(expected, actual, atol, rtol, path)
     if kind in ("int", "float", "numpy-scalar"):
-        if kind == "numpy-scalar" and expected.get("dtype") != actual.get("dtype"):
-            return "dtype", f"{path}: dtype {actual.get('dtype')}, expected {expected.get('dtype')}"
-        e, a = expected.get("value"), actual.get("value")
-        if isinstance(e, bool) or isinstance(a, bool):
-            return (None if e == a else ("value", f"{path}: expected {e!r}, got {a!r}"))
+        return _compare_number(expected, actual, atol, rtol, path)
+    if kind in ("list", "tuple"):
+        return _compare_items(expected, actual, atol, rtol, path)
+    if kind == "dict":
+        return _compare_dict(expected, actual, atol, rtol, path)
+    if expected != actual:
+        return "value", f"{path}: expected {expected!r}, got {actual!r}"
+    return None
+
+
+def _compare_array(expected: dict, actual: dict, atol: float, rtol: float, path: str) -> tuple[str, str] | None:
+    """A tensor or an array: its dtype, shape and strides exactly, then each value within the tolerance."""
+    for key in ("dtype", "shape", "strides"):
+        if key in expected and expected[key] != actual.get(key):
+            return key, f"{path}: {key} is {actual.get(key)}, expected {expected[key]}"
+    values_e, values_a = expected["values"], actual.get("values")
+    if not isinstance(values_a, list) or len(values_a) != len(values_e):
+        return "values", f"{path}: malformed values"
+    worst = 0.0
+    for e, a in zip(values_e, values_a):
+        if isinstance(e, list) or isinstance(e, bool) or isinstance(a, bool):
+            if e != a:
+                return "values", f"{path}: values differ"
+            continue
         try:
             fe, fa = _decode_number(e), _decode_number(a)
         except (KeyError, TypeError, ValueError):
-            return "value", f"{path}: malformed number"
-        if math.isnan(fe) and math.isnan(fa):
-            return None
-        if fe == fa or (math.isfinite(fe) and math.isfinite(fa) and abs(fa - fe) <= atol + rtol * abs(fe)):
-            return None
-        return "value", f"{path}: expected {e!r}, got {a!r} (tolerance atol={atol:g} rtol={rtol:g})"
-    if kind in ("list", "tuple"):
-        items_e, items_a = expected["items"], actual.get("items")
-        if not isinstance(items_a, list) or len(items_a) != len(items_e):
-            got = len(items_a) if isinstance(items_a, list) else "?"
-            return "length", f"{path}: {got} items, expected {len(items_e)}"
-        for i, (e, a) in enumerate(zip(items_e, items_a)):
-            found = _compare(e, a, atol, rtol, f"{path}[{i}]")
-            if found:
-                return found
+            return "values", f"{path}: malformed values"
+        if math.isnan(fe) or math.isnan(fa):
+            if not (math.isnan(fe) and math.isnan(fa)):
+                return "values", f"{path}: NaN where the reference has none (or the reverse)"
+            continue
+        if math.isinf(fe) or math.isinf(fa):
+            if fe != fa:
+                return "values", f"{path}: infinite values differ"
+            continue
+        diff = abs(fa - fe)
+        if diff > atol + rtol * abs(fe):
+            worst = max(worst, diff)
+    if worst:
+        return "values", (f"{path}: values differ (max difference {worst:.3g}, "
+                          f"tolerance atol={atol:g} rtol={rtol:g})")
+    return None
+
+
+def _compare_number(expected: dict, actual: dict, atol: float, rtol: float, path: str) -> tuple[str, str] | None:
+    """An int, a float or a numpy scalar (its dtype exactly): equal, both NaN, or within the tolerance."""
+    if expected["type"] == "numpy-scalar" and expected.get("dtype") != actual.get("dtype"):
+        return "dtype", f"{path}: dtype {actual.get('dtype')}, expected {expected.get('dtype')}"
+    e, a = expected.get("value"), actual.get("value")
+    if isinstance(e, bool) or isinstance(a, bool):
+        return (None if e == a else ("value", f"{path}: expected {e!r}, got {a!r}"))
+    try:
+        fe, fa = _decode_number(e), _decode_number(a)
+    except (KeyError, TypeError, ValueError):
+        return "value", f"{path}: malformed number"
+    if math.isnan(fe) and math.isnan(fa):
         return None
-    if kind == "dict":
-        items_e, items_a = expected["items"], actual.get("items")
-        if not isinstance(items_a, dict) or sorted(items_a) != sorted(items_e):
-            got = sorted(items_a) if isinstance(items_a, dict) else "?"
-            return "keys", f"{path}: keys {got}, expected {sorted(items_e)}"
-        for key in items_e:
-            found = _compare(items_e[key], items_a[key], atol, rtol, f"{path}[{key!r}]")
-            if found:
-                return found
+    if fe == fa or (math.isfinite(fe) and math.isfinite(fa) and abs(fa - fe) <= atol + rtol * abs(fe)):
         return None
-    if expected != actual:
-        return "value", f"{path}: expected {expected!r}, got {actual!r}"
+    return "value", f"{path}: expected {e!r}, got {a!r} (tolerance atol={atol:g} rtol={rtol:g})"
+
+
+def _compare_items(expected: dict, actual: dict, atol: float, rtol: float, path: str) -> tuple[str, str] | None:
+    """A list or a tuple: its length, then each item in order (the first difference)."""
+    items_e, items_a = expected["items"], actual.get("items")
+    if not isinstance(items_a, list) or len(items_a) != len(items_e):
+        got = len(items_a) if isinstance(items_a, list) else "?"
+        return "length", f"{path}: {got} items, expected {len(items_e)}"
+    for i, (e, a) in enumerate(zip(items_e, items_a)):
+        found = _compare(e, a, atol, rtol, f"{path}[{i}]")
+        if found:
+            return found
+    return None
+
+
+def _compare_dict(expected: dict, actual: dict, atol: float, rtol: float, path: str) -> tuple[str, str] | None:
+    """A dict: its keys, then each value in the reference's order (the first difference)."""
+    items_e, items_a = expected["items"], actual.get("items")
+    if not isinstance(items_a, dict) or sorted(items_a) != sorted(items_e):
+        got = sorted(items_a) if isinstance(items_a, dict) else "?"
+        return "keys", f"{path}: keys {got}, expected {sorted(items_e)}"
+    for key in items_e:
+        found = _compare(items_e[key], items_a[key], atol, rtol, f"{path}[{key!r}]")
+        if found:
+            return found
     return None
 
 
