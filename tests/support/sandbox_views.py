@@ -194,7 +194,8 @@ class Recorder:
             join=os.path.join, dirname=os.path.dirname)
         self.os = fake_os
         self.resource = types.SimpleNamespace(setrlimit=self._recording("setrlimit"),
-                                              **{n: getattr(resource, n) for n in dir(resource) if n.startswith("RLIMIT_")})
+                                              **{n: getattr(resource, n) for n in dir(resource)
+                                                 if n.startswith("RLIMIT_")})
         self.shutil = types.SimpleNamespace(copytree=self._recording("copytree"))
         self.libc = types.SimpleNamespace(mount=self._mount, unshare=self._libc_call("unshare"),
                                           prctl=self._prctl, syscall=self._libc_call("pivot_root"),
@@ -249,7 +250,8 @@ class Recorder:
 
     def patches(self, isolate) -> list:
         return [mock.patch.object(isolate, "_libc", self.libc), mock.patch.object(isolate, "os", self.os),
-                mock.patch.object(isolate, "resource", self.resource), mock.patch.object(isolate, "shutil", self.shutil),
+                mock.patch.object(isolate, "resource", self.resource),
+                mock.patch.object(isolate, "shutil", self.shutil),
                 mock.patch.object(isolate, "open", self.open, create=True),
                 mock.patch.object(isolate, "_loopback_up", self._recording("loopback_up"))]
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from unittest import mock
 
 import pytest
+import sandbox_views as views
 
 from autograder.grading.isolate import policy as pol
 from autograder.grading.isolate import sandbox
@@ -27,8 +28,6 @@ from autograder.grading.isolate.policy import Policy, PolicyError
 from autograder.grading.messages import SandboxFailed, decode_one_of
 from autograder.grading.plan.settings import Limits
 from autograder.warm import isolate
-
-import sandbox_views as views
 
 
 def example(**changes) -> Policy:
@@ -44,8 +43,8 @@ def compared(policy: Policy, cold_module=pol, warm_module=isolate) -> list[str]:
 
 
 VARIANTS = {"as built": {}, "no font cache": {"mpl_cache": ""}, "no cgroups": {"nproc": None, "cgroup_procs": ()},
-            "no CPU set": {"cpus": ""}, "two cgroups, CPUs 0-2,5": {"cgroup_procs": ("/a/cgroup.procs", "/b c/cgroup.procs"),
-                                                                   "cpus": "0-2,5"}}
+            "no CPU set": {"cpus": ""},
+            "two cgroups, CPUs 0-2,5": {"cgroup_procs": ("/a/cgroup.procs", "/b c/cgroup.procs"), "cpus": "0-2,5"}}
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
@@ -56,7 +55,8 @@ def test_both_mechanisms_do_the_same_for_one_policy(variant):
 def test_what_is_compared_is_all_there():
     """The comparison is not empty on either side: each kind of effect is seen."""
     warm = views.warm_effects(example())
-    assert {"/dev", "/dev/pts", "/proc", "/tmp", "/dev/shm", "/usr", "/g/run 1/run", "/dev/null"} <= set(warm["mounts"])
+    assert {"/dev", "/dev/pts", "/proc", "/tmp", "/dev/shm", "/usr", "/g/run 1/run", "/dev/null"} <= set(
+        warm["mounts"])
     assert warm["mounts"]["/usr"][2:] == (frozenset({"ro", "nosuid", "nodev"}),) * 2   # its submounts too
     assert warm["mounts"]["/dev/shm"][2] == frozenset({"nosuid", "nodev"})   # as bubblewrap's: executable
     assert warm["namespaces"] == {"pid", "net", "ipc", "uts", "cgroup", "mount"}
@@ -70,7 +70,8 @@ def test_what_is_compared_is_all_there():
 WARM_DRIFTS = {   # in autograder/warm/isolate.py
     "warm: a tmpfs without nodev (a flag)": ('_mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, f"size',
                                              '_mount("tmpfs", target, "tmpfs", MS_NOSUID, f"size'),
-    "warm: no devpts in /dev (a mount)": ('    _mount("devpts", f"{target}/pts"', '    0 and _mount("devpts", f"{target}/pts"'),
+    "warm: no devpts in /dev (a mount)": ('    _mount("devpts", f"{target}/pts"',
+                                          '    0 and _mount("devpts", f"{target}/pts"'),
     "warm: the last rlimit skipped (an rlimit)": ("for name, value in sandbox.rlimits().items():",
                                                   "for name, value in list(sandbox.rlimits().items())[:-1]:"),
     "warm: the bounding set kept (the capability drop)": ("            _prctl(PR_CAPBSET_DROP, cap)",
@@ -83,7 +84,8 @@ POLICY_DRIFTS = {   # in autograder/grading/isolate/policy.py: the warm side's t
     "cold: --bind for --ro-bind (a flag)": ('return ["--ro-bind", mount.source, mount.target]',
                                             'return ["--bind", mount.source, mount.target]'),
     "cold: no IPC namespace (a namespace)": ('"ipc": "--unshare-ipc"', '"ipc": None'),
-    "cold: no RLIMIT_FSIZE (an rlimit)": ('*(f"{PRLIMIT_OPTIONS[name]}={value}" for name, value in rlimits.items()), "--"]',
+    "cold: no RLIMIT_FSIZE (an rlimit)": ('*(f"{PRLIMIT_OPTIONS[name]}={value}" for name, value in rlimits.items()), '
+                                          '"--"]',
                                           '*(f"{PRLIMIT_OPTIONS[name]}={value}" for name, value in rlimits.items() '
                                           'if name != "RLIMIT_FSIZE"), "--"]'),
     "cold: no --inh-caps=-all (the capability drop)": ('drop += ["--bounding-set=-all", "--inh-caps=-all"]',
@@ -152,7 +154,7 @@ def test_the_cold_model_is_what_a_real_bubblewrap_does(tmp_path):
     real = json.loads(done.stdout)
     model = views.cold_effects(pol.cold_command(policy, True))
     flags = _mount_flags(real["mountinfo"])
-    for target, (kind, _, own, sub) in model["mounts"].items():
+    for target, (_, _, own, sub) in model["mounts"].items():
         if target.startswith("/proc/") and target not in flags:
             continue   # bubblewrap covers a /proc folder only where it is writable
         assert flags[target] == own, (target, flags[target], own)
