@@ -337,7 +337,8 @@ def check_label_answers(to_class_labels: Callable, rng: np.random.Generator) -> 
     checks.check_tensor(checks.call(to_class_labels, arr), torch.tensor(arr.astype(np.int64)),
                         f"to_class_labels({arr.tolist()})")
     gap = np.array([0.0, 3.0, 3.0, 1.0])
-    checks.check_tensor(checks.call(to_class_labels, gap), torch.tensor([0, 3, 3, 1]), "to_class_labels([0., 3., 3., 1.])",
+    checks.check_tensor(checks.call(to_class_labels, gap), torch.tensor([0, 3, 3, 1]),
+                        "to_class_labels([0., 3., 3., 1.])",
                         hints={"values": "keep the class numbers as they are: class 2 is simply absent here."})
     one = np.array([4.0])
     checks.check_tensor(checks.call(to_class_labels, one), torch.tensor([4]), "to_class_labels([4.]) (one label)",

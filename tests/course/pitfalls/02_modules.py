@@ -342,7 +342,8 @@ RULES = {
     "RunningMean": {
         "buffers, not parameters": PITFALLS["RunningMean"][
             "a Parameter instead of a buffer would be trained by an optimizer"],
-        "cumulative mean by row, in train mode": PITFALLS["RunningMean"]["averages the batch means instead of the rows"],
+        "cumulative mean by row, in train mode":
+            PITFALLS["RunningMean"]["averages the batch means instead of the rows"],
         "eval mode changes nothing": PITFALLS["RunningMean"]["updates in eval mode too"],
         "a constant to autograd": PITFALLS["RunningMean"][
             "BatchNorm-style: the output subtracts a mean autograd saw computed from the batch"],
