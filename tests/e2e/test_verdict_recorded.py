@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import subprocess
 import sys
 
@@ -94,6 +95,10 @@ def assert_one_score(root, judged: dict[str, float]) -> None:
     with open(root / "moodle.csv", newline="") as handle:
         written = {row["Email address"]: float(row[LESSON]) for row in csv.DictReader(handle)}
     assert written == {"h@x": judged["honest"], "u@x": judged["untouched"]}, written
+    for student, points in judged.items():   # the feedback page, made again from the corrected gradebook
+        page = (root / "feedback" / student / LESSON / f"{LESSON}.html").read_text()
+        total = re.search(r"Score:\s*([\d.]+)\s*/\s*([\d.]+)", page)
+        assert total and float(total.group(1)) == points, (student, total and total.group(0))
 
 
 def test_mismatches_name_each_grade():

@@ -289,10 +289,12 @@ def record_verdicts(coursedir, results) -> None:
     """One score everywhere: where the gradebook holds a grade other than the judge's verdict (a preprocessor of
     the course's nbgrader config changed what nbgrader read; ``reporting.check_verdicts`` has made the notebook
     ``error``), the judge's points are written into that grade's ``auto_score``, the field nbgrader's formgrader,
-    its exports, the LMS exports (``autograder/lms.py``) and ``grades.csv`` read, and each such notebook's score
-    is read back. A notebook nbgrader never recorded is left alone (no score, with its error)."""
+    its exports, the LMS exports (``autograder/lms.py``) and ``grades.csv`` read, each such notebook's score is
+    read back and its feedback made again (nbgrader's, from the corrected gradebook). A notebook nbgrader never
+    recorded is left alone (no score, with its error)."""
     from nbgrader.api import Gradebook, MissingEntry
 
+    corrected: set[tuple[str, str]] = set()
     with Gradebook(coursedir.db_url, coursedir.course_id) as gb:
         for result in (r for r in results if r.verdicts):
             try:
@@ -307,3 +309,7 @@ def record_verdicts(coursedir, results) -> None:
                 gb.db.commit()
                 gb.db.refresh(notebook)
                 result.score = float(notebook.score or 0.0)
+                corrected.add((result.student, result.assignment))
+    for student, assignment in sorted(corrected):   # the page showed nbgrader's scores: made again from the judge's
+        subprocess.run([sys.executable, "-m", "nbgrader", "generate_feedback", assignment, "--student", student,
+                        "--force", "--log-level=ERROR"], cwd=coursedir.root, capture_output=True, timeout=600)
