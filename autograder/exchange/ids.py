@@ -1,12 +1,10 @@
-"""Student and assignment ids: checked before they reach a path, a glob or a command line."""
+"""Student and assignment ids at the HTTP exchange: the feedback service's rule (``service/names.py``), so an id
+the exchange stores is one the service grades, checked before it reaches a path, a glob or a command line."""
 from __future__ import annotations
 
-import re
+from autograder.service.names import MAX_ID, id_problem
 
-# ASCII only (no look-alike letters), no leading '-' or '.', no '+' (nbgrader's separator), no glob characters,
-# no '/', no control characters; '..' refused below
-ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}\Z")
-RULE = ("1 to 64 ASCII letters, digits, '_', '.', '@' or '-', starting with a letter, a digit or '_', "
+RULE = (f"1 to {MAX_ID} ASCII letters, digits, '_', '.', '@' or '-', starting with a letter or a digit, "
         "without '..'")
 
 
@@ -16,14 +14,11 @@ class BadId(ValueError):
 
 def check_id(value, kind: str = "student") -> str:
     """``value`` when it is a usable ``kind`` id, else BadId with a message a student can act on."""
-    if not isinstance(value, str) or not ID.match(value) or ".." in value:
-        raise BadId(f"the {kind} id {ascii(value)} cannot be used: an id is {RULE}")
+    problem = id_problem(value) if isinstance(value, str) else "it is not text"
+    if problem:
+        raise BadId(f"the {kind} id {ascii(value)} cannot be used: {problem} (an id is {RULE})")
     return value
 
 
 def is_id(value) -> bool:
-    try:
-        check_id(value)
-    except BadId:
-        return False
-    return True
+    return isinstance(value, str) and not id_problem(value)

@@ -44,7 +44,8 @@ USERS = {"tok-ann": user("ann"), "tok-bob": user("pte-bob"), "tok-prof": user("p
          "tok-noscope": user("ann", scopes=["read:users:name!user=ann"]),
          "tok-service": user("pte-feedback", kind="service")}
 BAD_NAMES = ["-h", "-x", "*", "ann*", "a?b", "[ab]", "..", "a/../b", "a/b", "a\nb", "a\x00b", "a\x1bb", "\u0430nn",
-             "ann\u200b", "a+b", "", ".hidden", "a..b", "x" * 65]
+             "ann\u200b", "a+b", "", ".hidden", "a..b", "x" * 65,
+             "_ann"]   # the feedback service refuses a leading '_': an id stored here must be one it grades
 
 
 class FakeAuth:
