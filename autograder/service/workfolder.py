@@ -5,16 +5,14 @@ latest feedback grade counts (the student's row of ``grades.csv``)."""
 from __future__ import annotations
 
 import csv
-import fcntl
 import hashlib
 import json
 import logging
-import os
 import subprocess
-import tempfile
 from pathlib import Path
 
 from autograder.grading.plan.planning import load_coursedir
+from autograder.grading.report import csvfile
 
 from ..course import nbgrader_cmd
 from .settings import PTEFeedback
@@ -59,25 +57,7 @@ def merge_csv_row(source: Path, target: Path, student: str, assignment: str) -> 
         row = next((r for r in reader if (r["student_id"], r["assignment"]) == (student, assignment)), None)
     if row is None:
         return False
-    with open(target.with_name(target.name + ".lock"), "a") as lock:   # the instructor's grading takes it too
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        rows = {}
-        if target.is_file():
-            with open(target, newline="") as handle:
-                rows = {(r["student_id"], r["assignment"]): r for r in csv.DictReader(handle)}
-        rows[(student, assignment)] = row
-        fd, partial = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".partial")
-        try:
-            with os.fdopen(fd, "w", newline="") as handle:
-                writer = csv.DictWriter(handle, fieldnames=fields, extrasaction="ignore")
-                writer.writeheader()
-                for key in sorted(rows):
-                    writer.writerow(rows[key])
-            os.chmod(partial, target.stat().st_mode & 0o777 if target.exists() else 0o600)   # the class's grades
-            os.replace(partial, target)
-        except BaseException:
-            os.unlink(partial)
-            raise
+    csvfile.update_rows(target, {(student, assignment): row}, fields)
     return True
 
 

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from autograder.grading.messages import NotebookResult
+from autograder.grading.report.reporting import write_outputs
 from autograder.service.lock import AlreadyRunning, ServiceLock, start_time
 from autograder.service.workfolder import merge_csv_row, prune_backups
 
@@ -80,6 +82,30 @@ def test_grades_csv_loses_no_update_when_two_writers_write_at_once(tmp_path):
     with open(tmp_path / "grades.csv", newline="") as handle:
         assert sorted(r["student_id"] for r in csv.DictReader(handle)) == students
     assert not list(tmp_path.glob("*.partial")), "a temporary file was left"
+
+
+def grade_many(folder: Path, student: str, times: int) -> None:
+    """The instructor's grading command writing its outputs for ``student`` (a partial run keeps the others)."""
+    result = NotebookResult(student, "01", "01", score=2.0, max_score=10.0)
+    for _ in range(times):
+        write_outputs(folder, [result], {"course": str(folder), "partial": True})
+
+
+def test_the_instructors_run_and_the_service_lose_no_row_of_each_other(tmp_path):
+    """The grading command's own grades.csv and the service's merges write at once: both take the lock, so each
+    writer's rows are all there at the end (before the grading command took the lock, it wrote in place and
+    lost the service's rows or read a half-written file)."""
+    ctx = multiprocessing.get_context("fork")
+    workers = [ctx.Process(target=grade_many, args=(tmp_path, "ann", 60)),
+               ctx.Process(target=merge_many, args=(tmp_path, "bob", 60)),
+               ctx.Process(target=merge_many, args=(tmp_path, "cat", 60))]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=120)
+        assert worker.exitcode == 0, "a writer failed"
+    with open(tmp_path / "grades.csv", newline="") as handle:
+        assert sorted(r["student_id"] for r in csv.DictReader(handle)) == ["ann", "bob", "cat"]
 
 
 def test_backups_are_pruned_to_the_number_the_course_sets(tmp_path):

@@ -3,7 +3,6 @@
 """
 from __future__ import annotations
 
-import csv
 import os
 import sys
 import time
@@ -14,6 +13,7 @@ from autograder.grading.isolate import sandbox
 from autograder.grading.messages import GradingReport, NotebookResult
 from autograder.grading.plan import shards
 from autograder.grading.plan.planning import GRADING_DIR
+from autograder.grading.report import csvfile
 from autograder.grading.status import Status
 
 
@@ -126,6 +126,9 @@ def score(run, results: list[NotebookResult], failed: set[tuple[str, str]], prog
     recording.record_verdicts(run.coursedir, results)   # the judge's points in the gradebook too (one score)
 
 
+CSV_FIELDS = ["student_id", "assignment", "score", "max_score", "status", "reason"]
+
+
 def write_outputs(course: Path, results: list[NotebookResult], meta: dict, shard=None) -> None:
     """grades.csv and grading-report.json, or a shard's own pair (shards.output_names)."""
     csv_name, report_name = shards.output_names(shard)
@@ -139,19 +142,8 @@ def write_outputs(course: Path, results: list[NotebookResult], meta: dict, shard
                      "score": round(sum(r.score for r in items), 4),
                      "max_score": round(sum(r.max_score for r in items), 4), "status": worst,
                      "reason": " | ".join(f"{r.notebook}: {r.reason}" for r in items if r.reason)})
-    previous = {}
-    csv_path = course / csv_name
-    if csv_path.exists() and meta.get("partial"):
-        with open(csv_path, newline="") as handle:
-            previous = {(r["student_id"], r["assignment"]): r for r in csv.DictReader(handle)}
-    merged = dict(previous)
-    merged.update({(r["student_id"], r["assignment"]): r for r in rows})
-    with open(csv_path, "w", newline="") as handle:
-        writer = csv.DictWriter(handle,
-                                fieldnames=["student_id", "assignment", "score", "max_score", "status", "reason"])
-        writer.writeheader()
-        for key in sorted(merged):
-            writer.writerow(merged[key])
+    csvfile.update_rows(course / csv_name, {(r["student_id"], r["assignment"]): r for r in rows}, CSV_FIELDS,
+                        keep_others=bool(meta.get("partial")))
     ordered = sorted(results, key=lambda r: (r.student, r.assignment, r.notebook))
     report = GradingReport(submissions=ordered, **meta)
     report.write(course / report_name)
