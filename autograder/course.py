@@ -18,12 +18,12 @@ if _SCRIPTS not in os.environ.get("PATH", "").split(os.pathsep):
 
 
 from autograder.grading.intake import predictions  # noqa: E402
-from autograder.kernel import protocol  # noqa: E402
 
 # one definition of each, shared with the kernels and the grader (the tests and the tools name them here)
 from autograder.kernel.paths import PACKAGE_ROOT as REPO_ROOT  # noqa: E402
 from autograder.kernel.paths import data_dir  # noqa: E402,F401
-from autograder.kernel.protocol import REFERENCE_FILE  # noqa: E402,F401
+from autograder.kernel.vocabulary import protocol  # noqa: E402
+from autograder.kernel.vocabulary.protocol import REFERENCE_FILE  # noqa: E402,F401
 
 
 def lessons(course_root: Path = REPO_ROOT, narrowed: bool = True) -> list[str]:

@@ -22,7 +22,7 @@ from autograder import classreport, course
 from autograder.classreport import data
 from autograder.grading.messages import CheckResult, GradingReport, NotebookResult, PredictionRead
 from autograder.grading.report import reporting
-from autograder.kernel import protocol
+from autograder.kernel.vocabulary import protocol
 
 FAILURES = ["values", "dtype", "shape", "exception", "timeout"]
 

@@ -25,7 +25,7 @@ import tempfile
 import pytest
 
 import autograder.course  # noqa: F401
-from autograder.kernel import protocol
+from autograder.kernel.vocabulary import protocol
 
 REQUIRES_CUDA = protocol.REQUIRES_CUDA
 SKIP_REASON = "requires CUDA (not available here)"

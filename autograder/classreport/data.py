@@ -21,7 +21,7 @@ import nbformat
 from autograder.grading.intake import predictions
 from autograder.grading.messages import GradingReport, MessageError, NotebookResult
 from autograder.grading.report.reporting import RUNS
-from autograder.kernel import protocol
+from autograder.kernel.vocabulary import protocol
 
 REPORT = "grading-report.json"
 FEEDBACK_COURSE = Path(".grading/feedback-service/course")   # the service's STATE_DIR + "/course"

@@ -7,7 +7,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from ..kernel import protocol
+from ..kernel.vocabulary import protocol
 from .errors import EditionError
 
 HIDDEN_FILES = {protocol.REFERENCE_FILE}

@@ -11,7 +11,7 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 
 from .. import course
-from ..kernel import protocol
+from ..kernel.vocabulary import protocol
 from .errors import EditionError
 from .pins import CONDA_NAMES, STUDENT_PACKAGES, course_id, course_version
 

@@ -9,7 +9,7 @@ be had; 2 for a bad setting.
 
 What the GPU machine needs. Nothing is installed from the network: a Python that imports torch (a CUDA
 build, torch >= 2.4), numpy and matplotlib, and ipywidgets for the lessons with widgets. This package
-imports nothing beyond the standard library at the top of its modules (and ``autograder.kernel.protocol``,
+imports nothing beyond the standard library at the top of its modules (and ``autograder.kernel.vocabulary.protocol``,
 which is standard library only), so it starts there. Then the best notebook runner it finds:
 
 - ``nbval``: pytest + nbval + ipykernel. As on CPU CI, stored outputs are compared (cells tagged

@@ -6,7 +6,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from autograder.kernel import protocol  # standard library only: the tags this runner acts on
+from autograder.kernel.vocabulary import protocol  # standard library only: the tags this runner acts on
 
 RAISES = frozenset({protocol.RAISES_EXCEPTION, "nbval-raises-exception"})
 NAME_WIDTH = 40

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from autograder.kernel import protocol  # standard library only: the tags this runner acts on
+from autograder.kernel.vocabulary import protocol  # standard library only: the tags this runner acts on
 
 from .machine import have
 from .report import judge_cells, junit_counts, result_line_counts, row, tags

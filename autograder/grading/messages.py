@@ -1,5 +1,6 @@
-"""The grader's messages between its own processes: one dataclass each, versioned (``autograder.kernel.messages``
-says how a message is written and read back, and what a wrong version or field does).
+"""The grader's messages between its own processes: one dataclass each, versioned
+(``autograder.kernel.vocabulary.messages`` says how a message is written and read back, and what a wrong version
+or field does).
 
 ======================  =========================================  ==============================================
 message                 from -> to                                 over
@@ -24,7 +25,7 @@ message                 from -> to                                 over
 
 The sandbox policy a warm kernel is made with travels inside a ``ForkRequest`` as
 ``autograder.grading.isolate.policy.Policy``'s own message; an observation is
-``autograder.kernel.messages.Observation``.
+``autograder.kernel.vocabulary.messages.Observation``.
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from autograder.grading.status import Status
-from autograder.kernel.messages import Message, MessageError, decode_one_of
+from autograder.kernel.vocabulary.messages import Message, MessageError, decode_one_of
 
 __all__ = ["Message", "MessageError", "decode_one_of", "TemplateReady", "ForkRequest", "Forked", "StartCold",
            "ChildExited", "TEMPLATE_SAYS", "KernelStarted", "SandboxReady", "SandboxFailed", "RecordRequest",

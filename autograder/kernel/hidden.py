@@ -15,7 +15,7 @@ Where an observation is compared depends on where the kernel runs:
 
 - on the instructor's side (plain ``nbgrader autograde``, Validate on ``solutions/``, nbval) each observation is
   compared in the kernel with the reference observation that ``make release`` stored next to the solution
-  (:data:`~autograder.kernel.protocol.REFERENCE_FILE`), with an explanatory message;
+  (:data:`~autograder.kernel.vocabulary.protocol.REFERENCE_FILE`), with an explanatory message;
 - under ``python -m autograder grade`` and ``make release`` (``PTE_OBSERVE=record``) the kernel only records: it
   never sees an expected value, and a trusted process outside the sandbox judges.
 """
@@ -25,9 +25,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from autograder.kernel import observations as _obs
-from autograder.kernel import protocol
 from autograder.kernel.checks import CheckFailed, fail
+from autograder.kernel.vocabulary import observations as _obs
+from autograder.kernel.vocabulary import protocol
 
 __all__ = ["HiddenTests"]
 
@@ -84,7 +84,7 @@ class HiddenTests:
         except _obs.TooLarge as exc:
             encoded = {"type": "too-large", "reason": str(exc)}
         if self.recording:
-            from autograder.kernel.messages import Observation
+            from autograder.kernel.vocabulary.messages import Observation
 
             entry = Observation(test=self.test, index=index, label=label, value=encoded, atol=atol, rtol=rtol,
                                 hint=hint)

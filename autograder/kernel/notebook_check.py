@@ -26,7 +26,8 @@ import time
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from autograder.kernel import protocol, selfcheck
+from autograder.kernel import selfcheck
+from autograder.kernel.vocabulary import protocol
 
 __all__ = ["self_check", "run_visible_checks", "format_results", "find_notebook", "progress"]
 

@@ -31,8 +31,8 @@ import sys
 import time
 from pathlib import Path
 
-from autograder.kernel import protocol
 from autograder.kernel.paths import PACKAGE_ROOT
+from autograder.kernel.vocabulary import protocol
 
 # the per-cell cap where no course config is found (a student edition ships none); nbgrader_config.py's
 # c.Execute.timeout, the grader's own cap, wins where there is one

@@ -24,9 +24,9 @@ makes that a failure until the entry goes.
 """
 from __future__ import annotations
 
+import copy
 import io
 import keyword
-import copy
 import re
 import tokenize
 
@@ -34,7 +34,7 @@ import nbformat
 import pytest
 
 from autograder import course
-from autograder.kernel import protocol
+from autograder.kernel.vocabulary import protocol
 
 import coursekit as kit
 

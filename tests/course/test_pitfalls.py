@@ -50,7 +50,7 @@ import pytest
 
 from autograder import course, warm
 from autograder.grading.judging import judge
-from autograder.kernel import messages, protocol
+from autograder.kernel.vocabulary import messages, protocol
 
 import coursekit as kit
 from kernelkit import Kernel

@@ -47,7 +47,7 @@ from autograder import course, warm
 from autograder.grading.judging import judge
 from autograder.grading.plan.planning import GRADING_DIR
 from autograder.grading.run.reference import CACHE_DIR
-from autograder.kernel import messages, protocol
+from autograder.kernel.vocabulary import messages, protocol
 
 import coursekit as kit
 

@@ -66,7 +66,7 @@ import nbformat
 import pytest
 
 from autograder import course
-from autograder.kernel import protocol
+from autograder.kernel.vocabulary import protocol
 from autograder.warm.__main__ import SPEC_DIR as WARM_SPEC
 
 import coursekit as kit

@@ -32,7 +32,7 @@ import pytest
 from autograder import classreport, course
 from autograder.grading.intake import predictions as read_predictions
 from autograder.grading.judging import outcomes
-from autograder.kernel import protocol
+from autograder.kernel.vocabulary import protocol
 
 import coursekit as kit
 from test_grading import LESSON, ensure_bubblewrap

@@ -32,7 +32,7 @@ from pathlib import Path
 import nbformat
 
 from autograder import course
-from autograder.kernel import protocol
+from autograder.kernel.vocabulary import protocol
 from autograder.service.service import GRADING_PID, STATE_DIR, Service
 from autograder.service.settings import PTEFeedback
 

@@ -25,7 +25,7 @@ import pytest
 
 from autograder import course
 from autograder.grading.isolate import sandbox
-from autograder.kernel import protocol
+from autograder.kernel.vocabulary import protocol
 
 import coursekit as kit
 

@@ -31,7 +31,7 @@ import nbformat
 import pytest
 
 from autograder import course
-from autograder.kernel import protocol
+from autograder.kernel.vocabulary import protocol
 
 import coursekit as kit
 from test_grading import FULL, LESSON, ensure_bubblewrap
@@ -39,7 +39,7 @@ from test_grading import FULL, LESSON, ensure_bubblewrap
 PROBE_COMMON = '''
 import sys, inspect
 import autograder.kernel.hidden as _pte_hidden
-from autograder.kernel import observations as _pte_obs
+from autograder.kernel.vocabulary import observations as _pte_obs
 from IPython.display import display as _pte_display
 _pte_state = {"hidden": False}
 

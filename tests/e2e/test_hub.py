@@ -61,7 +61,7 @@ import psutil
 import pytest
 from test_hub_permissions import assert_refused, private_paths, student_reads
 
-from autograder.kernel import protocol
+from autograder.kernel.vocabulary import protocol
 
 import coursekit as kit
 

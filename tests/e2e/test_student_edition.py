@@ -32,7 +32,8 @@ from test_lab import free_port, get_json
 from autograder import course
 from autograder.edition import build, contents, pins
 from autograder.edition.errors import EditionError
-from autograder.kernel import protocol, selfcheck
+from autograder.kernel import selfcheck
+from autograder.kernel.vocabulary import protocol
 
 import coursekit as kit
 import kernel_tally
@@ -283,19 +284,26 @@ def checked(scratch, lab):
 # ---------------------------------------------------------------- what ships, what does not
 
 def kernel_modules(root: Path) -> set[str]:
-    return {p.stem for p in (root / "autograder" / "kernel").glob("*.py")}
+    """Each module of the kernel package, dotted below it (a subpackage's ``__init__`` as ``pkg.__init__``)."""
+    kernel = root / "autograder" / "kernel"
+    return {".".join(p.relative_to(kernel).with_suffix("").parts) for p in kernel.rglob("*.py")
+            if "__pycache__" not in p.parts}
 
 
 def reachable_modules(root: Path) -> set[str]:
     """Kernel modules the edition's notebooks and `make check` import, directly or through each other."""
-    def imported(text: str) -> set[str]:
-        names = set(re.findall(r"autograder\.kernel\.(\w+)", text))
-        groups = re.findall(r"from autograder\.kernel import \(([\w\s,]+)\)", text)
-        groups += re.findall(r"from autograder\.kernel import ([\w ,]+?)\s*(?:#.*)?$", text, re.M)
-        for group in groups:
-            names |= {n.strip().split(" as ")[0] for n in group.split(",") if n.strip()}
-        names |= set(re.findall(r"from \.(\w+) import", text)) | set(re.findall(r"from \. import (\w+)", text))
-        return names
+    def imported(text: str, package: str = "") -> set[str]:
+        names = set(re.findall(r"autograder\.kernel\.([\w.]*\w)", text))
+        groups = re.findall(r"from autograder\.kernel((?:\.\w+)*) import \(([\w\s,]+)\)", text)
+        groups += re.findall(r"from autograder\.kernel((?:\.\w+)*) import ([\w ,]+?)\s*(?:#.*)?$", text, re.M)
+        for base, group in groups:
+            names |= {base[1:] + "." * bool(base) + n.strip().split(" as ")[0] for n in group.split(",") if n.strip()}
+        here = package + "." * bool(package)
+        relative = re.findall(r"from \.(\w+) import", text) + re.findall(r"from \. import (\w+)", text)
+        names |= {here + n for n in relative}
+        # a dotted name brings each package above it (its __init__) and may end in a name defined in a module
+        return {".".join(n.split(".")[:i]) + tail for n in names for i in range(1, n.count(".") + 2)
+                for tail in ("", ".__init__")}
 
     available = kernel_modules(root)
     todo = {"__init__", "selfcheck"}
@@ -307,9 +315,9 @@ def reachable_modules(root: Path) -> set[str]:
         if name in seen or name not in available:
             continue
         seen.add(name)
-        todo |= imported((root / "autograder" / "kernel" / f"{name}.py").read_text())
+        package = name.rpartition(".")[0]
+        todo |= imported((root / "autograder" / "kernel" / f"{name.replace('.', '/')}.py").read_text(), package)
     return seen
-
 
 
 def test_edition_holds_what_students_need(built):

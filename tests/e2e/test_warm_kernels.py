@@ -25,7 +25,7 @@ import pytest
 from nbclient import NotebookClient
 
 from autograder import course, warm
-from autograder.kernel import protocol
+from autograder.kernel.vocabulary import protocol
 from autograder.warm.pool import ForkedProcess
 
 LESSONS = course.lessons()

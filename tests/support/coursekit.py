@@ -21,7 +21,7 @@ import nbformat
 from autograder import course
 from autograder.grading.plan.planning import GRADING_DIR
 from autograder.grading.run.reference import CACHE_DIR
-from autograder.kernel import protocol
+from autograder.kernel.vocabulary import protocol
 
 REPO = course.REPO_ROOT
 PITFALL_DIR = Path(__file__).parents[1] / "course" / "pitfalls"

@@ -7,8 +7,8 @@ import nbformat
 from autograder.grading.judging import outcomes
 from autograder.grading.run.runner import Run
 from autograder.grading.status import Status
-from autograder.kernel import observations
-from autograder.kernel.messages import Observation
+from autograder.kernel.vocabulary import observations
+from autograder.kernel.vocabulary.messages import Observation
 
 HINT = "the batch dimension stays, even for a batch of one"
 VISIBLE_HINT = "a contiguous input can be flattened without copying"

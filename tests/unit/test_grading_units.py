@@ -15,8 +15,8 @@ from autograder.grading.plan.settings import Settings
 from autograder.grading.record import recording
 from autograder.grading.report import reporting
 from autograder.grading.run import engine, runner, worker
-from autograder.kernel import protocol
-from autograder.kernel.messages import Observation
+from autograder.kernel.vocabulary import protocol
+from autograder.kernel.vocabulary.messages import Observation
 
 
 def _nb(*cells):

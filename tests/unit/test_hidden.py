@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from autograder.kernel import observations, protocol
 from autograder.kernel.checks import CheckFailed
 from autograder.kernel.hidden import HiddenTests, _find_reference
+from autograder.kernel.vocabulary import observations, protocol
 
 LESSON = "07_example"
 
@@ -117,7 +117,7 @@ def test_what_a_grading_kernel_publishes_is_the_typed_observation_message(monkey
     from pathlib import Path
 
     from autograder.kernel import hidden as hidden_module
-    from autograder.kernel.messages import Observation
+    from autograder.kernel.vocabulary.messages import Observation
 
     monkeypatch.chdir(tmp_path)
     payloads = _record(monkeypatch, _solution)

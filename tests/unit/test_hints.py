@@ -16,7 +16,7 @@ import pytest
 
 from autograder import course
 from autograder.grading.judging import judge
-from autograder.kernel import messages, protocol
+from autograder.kernel.vocabulary import messages, protocol
 
 LESSONS = course.lessons()
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from autograder.grading.judging.judge import judge_cell
-from autograder.kernel import observations, protocol
+from autograder.kernel.vocabulary import observations, protocol
 
 SECRET = "flatten_features((5, 2, 3, 4)) 77123.25"
 REFERENCE = [{"label": "the reference's label", "value": observations.encode(3), "atol": 0.0, "rtol": 0.0,

@@ -16,8 +16,8 @@ import pytest
 from autograder.grading import messages
 from autograder.grading.messages import Message, MessageError
 from autograder.grading.status import Status
-from autograder.kernel import observations, protocol
-from autograder.kernel.messages import Observation
+from autograder.kernel.vocabulary import observations, protocol
+from autograder.kernel.vocabulary.messages import Observation
 
 ROOT = Path(__file__).resolve().parents[2]
 

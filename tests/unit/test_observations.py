@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from autograder.grading.judging import judge
-from autograder.kernel import messages, protocol
-from autograder.kernel import observations as obs
+from autograder.kernel.vocabulary import messages, protocol
+from autograder.kernel.vocabulary import observations as obs
 
 
 def ref(value, atol=0.0, rtol=0.0, label="x"):

@@ -23,7 +23,7 @@ import nbformat
 
 from autograder.grading.plan.settings import MAX_CELLS
 from autograder.grading.status import Status, SubmissionError
-from autograder.kernel import protocol
+from autograder.kernel.vocabulary import protocol
 
 
 @dataclass

@@ -27,8 +27,8 @@ import nbformat
 
 from autograder.grading.plan.settings import MAX_OBSERVATIONS
 from autograder.grading.status import Status
-from autograder.kernel import observations, protocol
-from autograder.kernel.messages import MessageError, Observation
+from autograder.kernel.vocabulary import observations, protocol
+from autograder.kernel.vocabulary.messages import MessageError, Observation
 
 MEMORY_ERROR = re.compile(r"MemoryError|can't allocate memory|DefaultCPUAllocator|Cannot allocate memory")
 TAINT_NOTE = ("[grader] the outputs of this cell and of every later one are not shown: they were produced after "

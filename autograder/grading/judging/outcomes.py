@@ -19,10 +19,11 @@ import builtins
 import functools
 from pathlib import Path
 
+from autograder import kernel
 from autograder.grading.messages import CheckResult
 from autograder.grading.status import Status
-from autograder.kernel import observations, protocol
-from autograder.kernel.messages import Observation
+from autograder.kernel.vocabulary import observations, protocol
+from autograder.kernel.vocabulary.messages import Observation
 
 # exception type names reported as themselves: Python's own and the course's check failure
 KNOWN_EXCEPTIONS = frozenset(
@@ -56,7 +57,7 @@ def _sentences(source: str) -> set[str]:
 def course_sentences() -> frozenset[str]:
     """The sentences of the course's kernel package (the visible checks' helpers and their hints), read from
     the grader's own copy of its files."""
-    return frozenset(h for path in sorted(Path(protocol.__file__).parent.glob("*.py"))
+    return frozenset(h for path in sorted(Path(kernel.__file__).parent.glob("*.py"))
                      for h in _sentences(path.read_text(encoding="utf-8")))
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from autograder.grading.messages import NotebookResult
 from autograder.grading.plan.settings import REFERENCE_GRACE_S, Limits
 from autograder.grading.status import Status
-from autograder.kernel import protocol
+from autograder.kernel.vocabulary import protocol
 
 # assignment -> the multiprocessing Event the engine sets once it has written that assignment's reference to
 # the job's reference_file (given to each worker by its initializer: an Event is shared by inheritance only)

@@ -33,7 +33,7 @@ from autograder.grading.record import recording
 from autograder.grading.report.reporting import Progress, report_references
 from autograder.grading.run import reference, runner, worker
 from autograder.grading.status import Status
-from autograder.kernel import protocol
+from autograder.kernel.vocabulary import protocol
 
 POOL_CHECK_S = 5.0   # with nothing finished for this long, the engine checks that the pool still runs
 

@@ -35,7 +35,8 @@ from autograder.grading.plan.settings import (
     MAX_OUTPUT_DEPTH,
     Limits,
 )
-from autograder.kernel import outputcap, protocol
+from autograder.kernel import outputcap
+from autograder.kernel.vocabulary import protocol
 from autograder.warm.provisioner import SANDBOX_ARG, ColdStartRefused, ForkingProvisioner
 
 # ---------------------------------------------------------------- reading what the kernel sends

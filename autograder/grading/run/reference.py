@@ -35,7 +35,8 @@ from autograder.grading.judging import judge
 from autograder.grading.plan.settings import Limits
 from autograder.grading.run import runner
 from autograder.grading.status import Status
-from autograder.kernel import observations, paths, protocol
+from autograder.kernel import paths
+from autograder.kernel.vocabulary import observations, protocol
 
 CACHE_DIR = "reference-cache"
 

@@ -38,7 +38,8 @@ from autograder.grading.run.kernel_client import (
     read_message_part,
 )
 from autograder.grading.status import Status
-from autograder.kernel import outputcap, protocol
+from autograder.kernel import outputcap
+from autograder.kernel.vocabulary import protocol
 from autograder.warm import KERNEL_NAME as WARM_KERNEL
 from autograder.warm.provisioner import SANDBOX_ARG, ColdStartRefused, template_env
 

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder.kernel import messages, observations  # standard library only, as this module
+from autograder.kernel.vocabulary import messages, observations  # standard library only, as this module
 
 # nbgrader's markers, inside an answer cell and inside a test cell. Spelled in two parts: this file ships in
 # the student edition, whose leak check refuses any file that holds a marker as it appears in a notebook.

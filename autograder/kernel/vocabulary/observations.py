@@ -15,7 +15,7 @@ Tolerances and labels always come from the *reference* entry.
 
 An observation travels from the kernel as display data whose MIME type names its format
 (:data:`MIME`, as Vega-Lite's ``application/vnd.vegalite.v5+json`` does); the grader reads it back as an
-``autograder.kernel.messages.Observation`` of :data:`FORMAT` and refuses one of another format.
+``autograder.kernel.vocabulary.messages.Observation`` of :data:`FORMAT` and refuses one of another format.
 """
 from __future__ import annotations
 

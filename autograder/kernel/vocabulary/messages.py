@@ -21,7 +21,7 @@ import types
 import typing
 from typing import Any, ClassVar
 
-from autograder.kernel import observations
+from autograder.kernel.vocabulary import observations
 
 _ENVELOPE = ("kind", "version")
 
