@@ -29,11 +29,11 @@ SITECUSTOMIZE = textwrap.dedent('''\
     import multiprocessing
     import multiprocessing.context
 
-    from autograder.grading.private_apis import CONCRETE_CONTEXTS, get
+    from autograder.grading.private_apis import CONCRETE_CONTEXTS, DEFAULT_CONTEXT, get
 
     for _name in ("fork", "forkserver"):
         get(CONCRETE_CONTEXTS).pop(_name, None)
-    multiprocessing.get_all_start_methods = multiprocessing.context._default_context.get_all_start_methods = (
+    multiprocessing.get_all_start_methods = get(DEFAULT_CONTEXT).get_all_start_methods = (
         lambda: ["spawn"])
     multiprocessing.set_start_method("spawn", force=True)
 ''')
