@@ -4,7 +4,9 @@ own, with nbgrader's recording overlapping the run.
 Every submission is queued behind the references from the start: a worker free before its assignment's
 reference is ready executes a submission and waits for the reference only to judge it (the engine writes each
 reference to a file, :attr:`Job.reference_file`, and sets the assignment's Event, on which such a worker
-blocks). nbgrader records them in batches while the rest run (:func:`recording.next_batch`).
+blocks). A reference the cache holds for what decides its numbers now is read here, before the pool starts, and
+runs nothing; the pool has no more workers than tasks that run a kernel (each worker starts a warm template). nbgrader
+records them in batches while the rest run (:func:`recording.next_batch`).
 
 The pool is pebble's :class:`pebble.ProcessPool`: a worker that dies (the OOM killer, a crash) costs only the
 submission it was grading, which is graded again alone (:meth:`Engine.grade_again`), and pebble starts another
@@ -66,10 +68,14 @@ class Engine:
         self.unsettled = {a: sum(1 for _, b in run.tasks if b == a) for _, a in run.tasks}
         # assignment -> set once its reference is in reference_file(): a worker waiting to judge wakes then
         self.reference_events = {assignment: context.Event() for assignment in self.unsettled}
-        self.pool = Workers(run.settings.jobs, context, cpu_sets(run.settings.jobs),
-                            runner.template_env_for(run.limits), self.reference_events)
-        self.results: list[NotebookResult] = []
         self.references: dict[str, reference.HostReference] = {}
+        self.cached = {a: found for a in sorted(self.unsettled) if (found := reference.cached_reference(
+            Path(run.paths.source), a, list(run.layout[a]["notebooks"]), run.limits, Path(run.paths.grading)))}
+        # no more grading processes than tasks that run a kernel: each starts a warm template (torch imported)
+        kernels = len(run.tasks) + len(self.unsettled) - len(self.cached)
+        slots = cpu_sets(run.settings.jobs)[:max(1, min(run.settings.jobs, kernels))]
+        self.pool = Workers(len(slots), context, slots, runner.template_env_for(run.limits), self.reference_events)
+        self.results: list[NotebookResult] = []
         self.waiting: dict[str, list[str]] = {}    # assignment -> students graded, not yet recorded
         self.recording: futures.Future | None = None
         self.failed: set[tuple[str, str]] = set()
@@ -83,7 +89,10 @@ class Engine:
 
     def run(self) -> set[tuple[str, str]]:
         """Grade every task; returns the (student, assignment) pairs nbgrader could not record."""
-        queued: list[Work] = [ReferenceRun(a, self.plan.job("", a)) for a in sorted(self.unsettled)]
+        for assignment, found in self.cached.items():   # read from the cache: nothing to run
+            self.publish(assignment, found)
+        queued: list[Work] = [ReferenceRun(a, self.plan.job("", a)) for a in sorted(self.unsettled)
+                              if a not in self.cached]
         for student, assignment in self.plan.tasks:   # queued behind the references, judged once they are in
             queued.append(SubmissionRun(replace(self.plan.job(student, assignment),
                                                 reference_file=self.reference_file(assignment))))
@@ -150,10 +159,15 @@ class Engine:
             self.references[assignment] = self.stored_reference(assignment, "its grading process died twice")
         except Exception as exc:
             self.references[assignment] = self.stored_reference(assignment, f"{type(exc).__name__}: {exc}")
-        report_references({assignment: self.references[assignment]}, self.progress)
-        protocol.Reference(assignment, self.references[assignment].cells).write(Path(self.reference_file(assignment)))
-        self.reference_events[assignment].set()
+        self.publish(assignment, self.references[assignment])
         return []
+
+    def publish(self, assignment: str, found: reference.HostReference) -> None:
+        """``assignment`` is judged with ``found``: written where the workers read it, and their Event set."""
+        self.references[assignment] = found
+        report_references({assignment: found}, self.progress)
+        protocol.Reference(assignment, found.cells).write(Path(self.reference_file(assignment)))
+        self.reference_events[assignment].set()
 
     def reference_file(self, assignment: str) -> str:
         """Where the workers read ``assignment``'s reference once its Event is set (the run's scratch folder)."""

@@ -163,21 +163,52 @@ def load_stored(source_dir: Path, assignment: str) -> dict[str, list[dict]] | No
         return None
 
 
+def _cache_entry(folder: Path, assignment: str, notebooks: list[str], limits: Limits,
+                 cache_root: Path) -> tuple[list[Path], str, Path]:
+    """The solution notebooks, the cache key of their run on this host and the cache file it would be in."""
+    files = [folder / f"{name}.ipynb" for name in notebooks]
+    if not all(path.is_file() for path in files):
+        raise FileNotFoundError(f"the solution notebooks {', '.join(p.name for p in files)} are not all in {folder}")
+    key = cache_key(files, limits.threads)
+    return files, key, Path(cache_root) / CACHE_DIR / f"{assignment}-{key}.json"
+
+
+def _judged_with(source_dir: Path, assignment: str, cells: dict, cached: bool, key: str,
+                 stored: dict | None) -> HostReference:
+    found = differences(stored, cells) if stored is not None else []
+    result = HostReference(assignment, cells, "host", cached=cached, key=key, differences=found)
+    if stored is None:
+        record = Path(source_dir) / assignment / protocol.REFERENCE_FILE
+        result.problem = f"{record} is missing: run `make release` to record it"
+    return result
+
+
+def cached_reference(source_dir: Path, assignment: str, notebooks: list[str], limits: Limits,
+                     cache_root: Path) -> HostReference | None:
+    """The host reference :func:`host_reference` would return from its cache, without running anything (the
+    grading command reads it before it starts a grading process for it); None when the cache holds no entry for
+    what decides the numbers now (the solution, the kernel package, the data, torch, the CPU, the threads), or
+    one it cannot read."""
+    try:
+        _, key, cached_file = _cache_entry(Path(source_dir) / assignment, assignment, notebooks, limits, cache_root)
+        if not cached_file.is_file():
+            return None
+        cells = protocol.Reference.read(cached_file).cells
+    except Exception:  # the run in a grading process says what is wrong, and falls back to the stored record
+        return None
+    return _judged_with(source_dir, assignment, cells, True, key, load_stored(source_dir, assignment))
+
+
 def host_reference(source_dir: Path, assignment: str, notebooks: list[str], limits: Limits,
                    scratch_root: Path, cache_root: Path) -> HostReference:
     """The reference one assignment is judged with on this host (cached), compared with the stored one.
 
     Never raises: if the solution cannot run here, the stored reference is used and ``problem`` says why;
     with neither, ``cells`` is empty and every test cell of the assignment fails with a grader error."""
-    folder = Path(source_dir) / assignment
     stored = load_stored(source_dir, assignment)
-    files = [folder / f"{name}.ipynb" for name in notebooks]
     try:
-        if not all(path.is_file() for path in files):
-            raise FileNotFoundError(f"the solution notebooks {', '.join(p.name for p in files)} are not all in "
-                                    f"{folder}")
-        key = cache_key(files, limits.threads)
-        cached_file = Path(cache_root) / CACHE_DIR / f"{assignment}-{key}.json"
+        files, key, cached_file = _cache_entry(Path(source_dir) / assignment, assignment, notebooks, limits,
+                                               cache_root)
         cached = cached_file.is_file()
         if cached:
             cells = protocol.Reference.read(cached_file).cells
@@ -190,8 +221,4 @@ def host_reference(source_dir: Path, assignment: str, notebooks: list[str], limi
     except Exception as exc:  # the course or the host is at fault; the stored record still grades
         problem = f"the solution could not be run on this host ({type(exc).__name__}: {exc})"[:400]
         return HostReference(assignment, stored or {}, "stored", problem=problem)
-    found = differences(stored, cells) if stored is not None else []
-    result = HostReference(assignment, cells, "host", cached=cached, key=key, differences=found)
-    if stored is None:
-        result.problem = f"{folder / protocol.REFERENCE_FILE} is missing: run `make release` to record it"
-    return result
+    return _judged_with(source_dir, assignment, cells, cached, key, stored)
