@@ -112,3 +112,35 @@ def test_a_cached_reference_is_published_before_any_submission_runs(tmp_path, mo
     assert run.reference_events["lesson"].is_set()
     assert protocol.Reference.read(Path(run.reference_file("lesson"))).cells == CELLS
     assert run.references["lesson"].cached
+
+
+def test_the_recording_process_leaves_at_once_with_its_log_written(tmp_path):
+    """The recorder skips the interpreter's teardown once the grader closes its requests (0.3 s at the end of
+    every run), but what it wrote before, its answers and its log, is all there, and it exits 0."""
+    from autograder.grading.record import recording
+
+    (tmp_path / "nbgrader_config.py").write_text('print("the course config, read by the recorder")\n')
+    recorder = recording.Recorder(tmp_path, tmp_path / "phase2.log")
+    error = recorder.record("no-such-lesson", tmp_path / "staged", ["alice"], 300)
+    assert error and "no-such-lesson" in error
+    proc = recorder.proc
+    recorder.stop()
+    assert proc.returncode == 0
+    log = (tmp_path / "phase2.log").read_text()
+    assert "no-such-lesson" in log and "the course config, read by the recorder" in log
+
+
+def test_leaving_flushes_what_was_buffered(tmp_path):
+    """stdout to a file is block-buffered (as the recorder's is, PYTHONUNBUFFERED unset): os._exit alone would lose
+    what it holds."""
+    import os
+    import subprocess
+    import sys
+
+    probe = ("import sys; from autograder.grading.record.recording import leave; "
+             "sys.stdout.write('buffered'); sys.stderr.write('no newline'); leave(3)")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    with open(tmp_path / "out.log", "w") as out, open(tmp_path / "err.log", "w") as err:
+        code = subprocess.run([sys.executable, "-c", probe], stdout=out, stderr=err, env=env, timeout=120).returncode
+    assert code == 3
+    assert (tmp_path / "out.log").read_text() == "buffered" and (tmp_path / "err.log").read_text() == "no newline"
