@@ -329,7 +329,8 @@ def seed_sweep(train_fn, seeds):
 
 RIGHT_ANSWERS = {
     "make_reproducible": {
-        "a RandomSampler with a generator of its own (the loader draws its workers' seed from the global stream)": _loader('''
+        ("a RandomSampler with a generator of its own (the loader draws its workers' seed from the global "
+         "stream)"): _loader('''
 from torch.utils.data import RandomSampler
 
 
