@@ -10,8 +10,15 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from autograder.kernel.spirals import (FitSpy, LossProbe, RecordingSGD, accuracy_hint, decoy_device, record_modes,
-                                       table_model)
+from autograder.kernel.spirals import (
+    FitSpy,
+    LossProbe,
+    RecordingSGD,
+    accuracy_hint,
+    decoy_device,
+    record_modes,
+    table_model,
+)
 
 __all__ = ["check_train_one_epoch", "check_evaluate", "check_fit", "check_saliency"]
 
