@@ -53,6 +53,9 @@ OVERRIDES = ("assignments", "students", "jobs", "timeout_s", "cell_timeout_s", "
 
 
 def run(args, parser) -> int:
+    from autograder.grading.run import worker
+
+    worker.forkserver()   # the grading workers' server imports while this process imports the rest
     from autograder.grading.pipeline import (  # the Jupyter packages load here, once a grade is asked for
         UsageError,
         grade,

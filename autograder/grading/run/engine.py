@@ -16,7 +16,6 @@ submissions is graded again alone too (:func:`rerun_alone`).
 from __future__ import annotations
 
 import concurrent.futures as futures
-import multiprocessing
 import os
 import shutil
 from dataclasses import dataclass, replace
@@ -62,9 +61,7 @@ class Engine:
 
     def __init__(self, run: Plan, progress: Progress):
         self.plan, self.progress = run, progress
-        context = multiprocessing.get_context("forkserver")
-        # imported once, in the server every worker forks from
-        context.set_forkserver_preload([worker.__name__, runner.__name__, reference.__name__, "pebble.pool.process"])
+        context = worker.forkserver()   # started already by the command line, before its own imports
         self.unsettled = {a: sum(1 for _, b in run.tasks if b == a) for _, a in run.tasks}
         # assignment -> set once its reference is in reference_file(): a worker waiting to judge wakes then
         self.reference_events = {assignment: context.Event() for assignment in self.unsettled}
