@@ -22,7 +22,10 @@ TEST_WORKERS ?= $(shell $(PY) -c "import os, psutil; print((psutil.cpu_count(log
 # nbval's kernels fork from a warm template (autograder/warm; tests/e2e/test_warm_kernels.py proves their
 # outputs and observations identical to cold kernels'); NBVAL_KERNEL=python3 for cold ones.
 NBVAL_KERNEL ?= pte-warm
-PYTEST = $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=15 --nbval-kernel-name $(NBVAL_KERNEL)
+# --no-loadscope-reorder: files start in the order tests/support/grouping.py gives them (the longest first, from
+# measured seconds); xdist's default reorder starts the files with the most test cases first, whatever they cost.
+PYTEST = $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15 \
+	--nbval-kernel-name $(NBVAL_KERNEL)
 export PATH := $(abspath $(BIN)):$(PATH)
 # One BLAS/OpenMP thread per process: the test workers and the grader's jobs already share the
 # cores, and oversubscribed threads spin-wait (a tiny forward pass went from 0.1 ms to 17 ms).

@@ -4,9 +4,10 @@ Layers are folders (``tests/unit``, ``tests/course``, ``tests/e2e``; helpers in 
 layer's conftest.py calls :func:`mark_layer`, so a test's marks follow the folder it lives in: ``e2e``
 tests are also ``slow``, which ``make test-quick`` leaves out.
 
-``make test`` runs ``-n auto --dist loadfile``: a file runs whole on one worker, so it
+``make test`` runs ``-n <cores + 1> --dist loadfile --no-loadscope-reorder``: a file runs whole on one worker, so it
 shares its fixtures (one kernel per lesson in test_pitfalls, one scratch course for every
-lesson in test_autograde, one nbval kernel per notebook). The longest groups start first.
+lesson in test_autograde, one nbval kernel per notebook). The longest groups start first (``SECONDS``); without
+``--no-loadscope-reorder`` xdist would start the files with the most test cases first instead.
 """
 from __future__ import annotations
 
@@ -15,9 +16,16 @@ from pathlib import Path
 import pytest
 
 LAYERS = ("unit", "course", "e2e")
-# lower starts earlier; measured with --durations (the battery and round trips dominate)
-PRIORITY = {"battery": 0, "roundtrip": 1, "test_grading_trust": 2, "postgres": 2, "test_slurm": 2, "test_cross_cpu": 3,
-            "test_rounding_jitter": 3, "test_student_edition": 3, "test_browser": 3, "pitfalls": 4, "nbval": 5}
+# Seconds each group took in a whole `make test` (3 workers, --dist loadfile, a loaded 2-core machine; the per-file
+# summary this plugin prints at the end): the longest start first, so that the workers finish together instead of
+# one worker starting a 200 s file when the others are nearly done. A group not listed counts as 0 s (it fills the
+# tail). Only the order matters; update the figures from a run's summary when a file grows or shrinks a lot.
+SECONDS = {"test_browser": 260, "battery": 232, "test_warm_kernels": 203, "pitfalls": 193, "roundtrip": 168,
+           "test_gpu_runner": 142, "test_student_edition": 138, "test_rounding_jitter": 125,
+           "test_class_report_graded": 121, "test_grading_trust": 121, "test_warm_isolation": 114,
+           "test_verdict_recorded": 93, "test_feedback_service": 88, "test_slurm": 85, "postgres": 85,
+           "test_dead_worker": 62, "test_exchange": 53, "test_cross_cpu": 52, "test_hidden_probes": 51,
+           "test_warm": 47, "test_flood": 46, "nbval": 40}
 
 
 def mark_layer(conftest: str, items, marks: tuple[str, ...]) -> None:
@@ -49,7 +57,7 @@ def group_of(item) -> str:
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     groups = {item.nodeid: group_of(item) for item in items}
-    items.sort(key=lambda item: PRIORITY.get(groups[item.nodeid].split("-")[0], 9))
+    items.sort(key=lambda item: -SECONDS.get(groups[item.nodeid].split("-")[0], 0))
 
 
 # Where a run's time goes, per file and per worker (setup, call and teardown summed): printed at the end, so
