@@ -164,10 +164,11 @@ def test_gpu_script_dry_run_runs_counts_and_skips(tmp_path, runner):
     """A dry run of the whole script with each runner: versions first, counts per lesson, the summary table last.
 
     The nbclient run also holds a lesson whose cell fails (``01_broken``): it is counted and reported with its
-    error, the others still run, and the exit status is 1. That used to be a third run of the script of its own
-    (one more pytest session for the CUDA assertions, one more kernel); the failing lesson, beside a passing
-    one in the same run, proves the same and also that one bad lesson does not stop the rest. The nbval run
-    keeps the all-passing course, so exit status 0 is still proven through the script.
+    error, the step after it (the CUDA assertions) still runs, the total says FAIL (1) and the exit status is 1.
+    That used to be a third run of the script of its own (one more pytest session for the CUDA assertions, one
+    more kernel) on a course of the failing lesson alone: beside a passing lesson in this run it proves the same,
+    and also that one bad lesson does not stop the rest. The nbval run keeps the all-passing course, so exit
+    status 0 is still proven through the script.
     """
     broken = BROKEN if runner == "nbclient" else None
     code, stdout, out = run_gpu_script(tmp_path, broken, GPU_TEST_ALLOW_CPU="1", GPU_TEST_RUNNER=runner)
