@@ -36,7 +36,6 @@ import pytest
 from autograder import course
 from autograder.kernel.vocabulary import protocol
 
-
 # Lessons still failing, with the reason; strict: an entry whose lesson passes fails until it is removed.
 KNOWN: dict[str, str] = {}
 

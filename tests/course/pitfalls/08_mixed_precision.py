@@ -5,7 +5,7 @@ scaler.step(optimizer), no scaler.update()): in the sixth edition they belong to
 mixed-precision step (the loop around it is lesson 04's); the curriculum's "forward pass outside autocast" is
 autocast_output_dtypes' "runs the model outside autocast". param_memory_bytes became an ungraded warm-up.
 """
-from coursekit import FORGED_OBSERVE
+
 
 PITFALLS = {
     "scaled_update": {
