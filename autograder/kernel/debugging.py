@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import math
+import warnings
 from contextlib import contextmanager
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
@@ -17,7 +18,8 @@ from torch import nn
 from . import checks
 
 __all__ = ["make_pinwheel", "kept_graph_nodes", "record_forward_modes", "plot_loss_curves",
-           "check_initial_loss_check", "check_overfit_one_batch", "check_grad_norm", "check_find_nan_source"]
+           "show_anomaly_report", "check_initial_loss_check", "check_overfit_one_batch", "check_grad_norm",
+           "check_find_nan_source"]
 
 
 def make_pinwheel(
@@ -137,6 +139,24 @@ def plot_loss_curves(
 # ---------------------------------------------------------------- visible checks of the four exercises
 # Each takes the student's function, builds its own seeded inputs and computes what it expects here, so that
 # no expected value stands in the notebook's test cell.
+
+def show_anomaly_report(fn: Callable) -> None:
+    """Section 6's demo: run ``fn()`` and its backward pass under anomaly detection and print what anomaly mode
+    reports (its error's message, the first line of each warning and the forward line it points at)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            with torch.autograd.detect_anomaly():
+                fn().backward()
+        except RuntimeError as err:
+            print("RuntimeError:", err)
+    for warning in caught:
+        lines = str(warning.message).splitlines()
+        print("warning:", lines[0])
+        code_lines = [line.strip() for line in lines[1:] if line.startswith("    ")]
+        if code_lines:
+            print("   the forward line that made it:", code_lines[-1])
+
 
 def check_initial_loss_check(initial_loss_check: Callable) -> None:
     """Visible checks of exercise 1: the distance to ln C both ways, dropout off, no graph, a bool.
