@@ -266,3 +266,18 @@ def plot_scale_history(scales, skipped, ax, *, init_scale: float | None = None) 
     ax.set_ylabel("loss scale S (log2 axis)")
     ax.set_title("GradScaler: halved at each overflow, doubled after a run of good steps")
     ax.legend(fontsize=8, loc="lower right")
+
+
+def grad_norms_scaled_and_unscaled(model: nn.Module, xb, yb, *, init_scale: float = 2.0 ** 10) -> tuple[float, float]:
+    """Section 4's measurement: the total norm of ``.grad`` right after a float16 backward pass through a fresh
+    ``GradScaler``, and again after that scaler's ``unscale_``. The model's gradients are left unscaled."""
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler("cpu", init_scale=init_scale)
+    model.zero_grad()
+    with torch.autocast("cpu", dtype=torch.float16):
+        loss = nn.functional.cross_entropy(model(xb), yb)
+    scaler.scale(loss).backward()
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    scaled = nn.utils.get_total_norm(grads).item()
+    scaler.unscale_(opt)
+    return scaled, nn.utils.get_total_norm(grads).item()
