@@ -362,3 +362,13 @@ if __name__ == "__main__":
             print(f"PASSED {name}")
     print("RESULT " + " ".join(f"{k}={v}" for k, v in counts.items()))
     sys.exit(1 if counts["failed"] else 0)
+
+
+def test_grad_norms_scaled_and_unscaled_differ_by_exactly_the_scale():
+    """Section 4's measurement: the norm after the scaled backward pass is S times the norm after unscale_."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
+    xb, yb = torch.randn(32, 8), torch.randint(0, 3, (32,))
+    scaled, true = amp.grad_norms_scaled_and_unscaled(net, xb, yb, init_scale=2.0 ** 10)
+    assert true > 0 and scaled / true == 2.0 ** 10
+    assert nn.utils.get_total_norm([p.grad for p in net.parameters()]).item() == true

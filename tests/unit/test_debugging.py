@@ -202,3 +202,16 @@ def test_find_nan_source_check_names_the_forward_operation_mistake():
 
     with pytest.raises(checks.CheckFailed, match="forward operation"):
         debugging.check_find_nan_source(forward_name)
+
+
+def test_show_anomaly_report_names_the_node_and_the_forward_line(capsys):
+    """Section 6's demo helper prints anomaly mode's report (the node, the forward line) and leaves the mode off."""
+    def zero_over_zero():
+        a = torch.zeros(3, requires_grad=True)
+        return (a / a.sum()).sum()
+
+    debugging.show_anomaly_report(zero_over_zero)
+    out = capsys.readouterr().out
+    assert "RuntimeError: Function 'DivBackward0' returned nan values" in out
+    assert "the forward line that made it: return (a / a.sum()).sum()" in out
+    assert not torch.is_anomaly_enabled()
