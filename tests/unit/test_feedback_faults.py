@@ -68,19 +68,25 @@ def merge_many(folder: Path, student: str, times: int) -> None:
         merge_csv_row(source, folder / "grades.csv", student, "01")
 
 
-def test_grades_csv_loses_no_update_when_two_writers_write_at_once(tmp_path):
-    """Four processes each merge their own student's row 150 times into one grades.csv: every row is there at
-    the end, and no reader ever saw a half-written file."""
+def rows_after_writers(folder: Path, writers: list) -> list[str]:
+    """Run each ``(function, student, times)`` writer in a forked process at once; the students of the
+    grades.csv they leave, sorted."""
     ctx = multiprocessing.get_context("fork")
-    students = ["ann", "bob", "cat", "dan"]
-    workers = [ctx.Process(target=merge_many, args=(tmp_path, s, 150)) for s in students]
+    workers = [ctx.Process(target=function, args=(folder, student, times)) for function, student, times in writers]
     for worker in workers:
         worker.start()
     for worker in workers:
         worker.join(timeout=120)
         assert worker.exitcode == 0, "a writer failed"
-    with open(tmp_path / "grades.csv", newline="") as handle:
-        assert sorted(r["student_id"] for r in csv.DictReader(handle)) == students
+    with open(folder / "grades.csv", newline="") as handle:
+        return sorted(r["student_id"] for r in csv.DictReader(handle))
+
+
+def test_grades_csv_loses_no_update_when_two_writers_write_at_once(tmp_path):
+    """Four processes each merge their own student's row 150 times into one grades.csv: every row is there at
+    the end, and no reader ever saw a half-written file."""
+    students = ["ann", "bob", "cat", "dan"]
+    assert rows_after_writers(tmp_path, [(merge_many, s, 150) for s in students]) == students
     assert not list(tmp_path.glob("*.partial")), "a temporary file was left"
 
 
@@ -95,17 +101,8 @@ def test_the_instructors_run_and_the_service_lose_no_row_of_each_other(tmp_path)
     """The grading command's own grades.csv and the service's merges write at once: both take the lock, so each
     writer's rows are all there at the end (before the grading command took the lock, it wrote in place and
     lost the service's rows or read a half-written file)."""
-    ctx = multiprocessing.get_context("fork")
-    workers = [ctx.Process(target=grade_many, args=(tmp_path, "ann", 60)),
-               ctx.Process(target=merge_many, args=(tmp_path, "bob", 60)),
-               ctx.Process(target=merge_many, args=(tmp_path, "cat", 60))]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join(timeout=120)
-        assert worker.exitcode == 0, "a writer failed"
-    with open(tmp_path / "grades.csv", newline="") as handle:
-        assert sorted(r["student_id"] for r in csv.DictReader(handle)) == ["ann", "bob", "cat"]
+    writers = [(grade_many, "ann", 60), (merge_many, "bob", 60), (merge_many, "cat", 60)]
+    assert rows_after_writers(tmp_path, writers) == ["ann", "bob", "cat"]
 
 
 def test_backups_are_pruned_to_the_number_the_course_sets(tmp_path):
