@@ -493,19 +493,19 @@ class DigitsDataset(Dataset):
         "labels 0-dimensional `torch.long`": PITFALLS["DigitsDataset"]["float labels"],
     },
     "SpiralDataset": {
-        "`2 * n_per_class` items, class 0 first": _SPIRAL_HEAD.replace(
+        # Merged bullets keep one breaker each here; the others stay in PITFALLS / PLAUSIBLE (radius without 2.5,
+        # a float64 point), which lose their points there.
+        "`2 * n_per_class` items, by the recipe": _SPIRAL_HEAD.replace(
             "label = i // self.n_per_class\n        t = self.t[i % self.n_per_class]",
             "label = i % 2\n        t = self.t[i // 2]") + '''
         noise = torch.randn(2, generator=torch.Generator().manual_seed(self.seed * len(self) + i))
 ''' + _SPIRAL_TAIL,
-        "the recipe": PLAUSIBLE["SpiralDataset"]["radius t / (3 pi), without the factor 2.5"],
         "noise of its own":
             PITFALLS["SpiralDataset"]["a fresh generator seeded with the seed alone (every item gets the same noise)"],
         "torch's global generator untouched":
             PITFALLS["SpiralDataset"]["reseeding the global RNG in __getitem__ (deterministic items, but shuffling and "
                                       "dropout are reseeded)"],
-        "types": PLAUSIBLE["SpiralDataset"]["the point computed in NumPy, so it is float64"],
-        "any integer index": PITFALLS["SpiralDataset"]["the generator seeded with the index as given (a NumPy "
+        "types, any integer index": PITFALLS["SpiralDataset"]["the generator seeded with the index as given (a NumPy "
                                                        "integer or 0-d tensor index raises)"],
         "`IndexError` outside the range": _SPIRAL_HEAD.replace("if not 0 <= i < len(self):", "if i >= len(self):") + '''
         noise = torch.randn(2, generator=torch.Generator().manual_seed(self.seed * len(self) + i))
