@@ -11,22 +11,19 @@ message) the child it forks runs :func:`launch`, which makes three processes:
    host pid (``SandboxReady``) or why the sandbox could not be made (``SandboxFailed``; both messages of
    ``autograder.grading.messages``) on the template's pipe, waits for
    PID 1 and ends as it ended (``_relay``);
-2. **PID 1** (``_init``): unshares mount, IPC, UTS, network and cgroup namespaces, then ``build_root``: a new
-   root on a small tmpfs, ``/tmp`` first, the same read-only bind mounts as the cold sandbox's (system,
-   Python, venv, ``autograder/kernel``, ``data/``) with every submount remounted read-only, a minimal
-   ``/dev`` with its own ``/dev/shm`` and devpts, size-capped tmpfs mounts for ``/tmp``, ``/dev/shm`` and the
-   work folder, the runtime folder bound from the host, the font cache read-only, a new ``/proc`` (only the
-   namespace's processes, its ``sys``, ``sysrq-trigger``, ``irq`` and ``bus`` read-only), each mount with the
-   flags bubblewrap gives it (tmpfs and binds nosuid, nodev; devices nosuid; read-only where asked),
-   ``pivot_root`` with the old root detached, the new root remounted read-only and loopback up. It forks the
-   kernel, drops as the kernel does, reaps orphans and exits when the kernel ends, which ends every process
-   left in the namespace. It dies with the relay (so with the template, and with
-   the grading worker that owns the template);
+2. **PID 1** (``_init``): unshares mount, IPC, UTS, network and cgroup namespaces, then makes the kernel's file
+   system (``autograder.warm.rootfs.build_root``: the cold sandbox's mounts, each with the flags bubblewrap
+   gives it, and ``pivot_root`` into them). It forks the kernel, drops as the kernel does, reaps orphans and
+   exits when the kernel ends, which ends every process left in the namespace. It dies with the relay (so with
+   the template, and with the grading worker that owns the template);
 3. the **kernel**: its own session, then ``drop``: the limits (``RLIMIT_DATA``, ``FSIZE``, ``CORE``,
    ``NOFILE``, ``NPROC`` where no pids cgroup counts), the CPU set, uid/gid 65534 with no supplementary
    groups, every capability dropped from the bounding and ambient sets, ``no_new_privs``, a parent-death
    signal and a check that ``CapEff`` is 0. ``PR_SET_DUMPABLE`` is set back to 1, as ``execve`` sets it for
    a cold kernel (only processes of its own namespace could use it). Only then does it become the kernel.
+
+This module holds the three processes and the drop; the new root is ``autograder.warm.rootfs``, and every system
+call that ``os`` lacks goes through ``autograder.warm.syscalls``.
 
 Test hook: ``PTE_WARM_TEST_NO_ISOLATION=1`` in the template's environment skips the per-child step: the
 child becomes the kernel on the host, as root (the design "without the per-child step" that
@@ -34,62 +31,33 @@ tests/e2e/test_warm_isolation.py shows to be unsafe).
 """
 from __future__ import annotations
 
-import ctypes
 import os
 import platform
-import re
 import resource
 import select
 import shutil
 import signal
-import socket
-import struct
 
-from autograder.grading.isolate.policy import Policy, warm_mount_steps, warm_namespace_flags
+from autograder.grading.isolate.policy import Policy, warm_namespace_flags
 from autograder.grading.messages import KernelStarted, MessageError, SandboxFailed, SandboxReady, decode_one_of
+from autograder.warm import rootfs, syscalls
+from autograder.warm.syscalls import (
+    PR_CAP_AMBIENT,
+    PR_CAP_AMBIENT_CLEAR_ALL,
+    PR_CAPBSET_DROP,
+    PR_SET_DUMPABLE,
+    PR_SET_NO_NEW_PRIVS,
+    PR_SET_PDEATHSIG,
+    SYS_PIVOT_ROOT,
+    IsolationError,
+)
 
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
-MS_REMOUNT, MS_BIND, MS_MOVE, MS_REC, MS_PRIVATE = 32, 4096, 8192, 16384, 1 << 18
-MNT_DETACH = 2
-PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 1, 4, 24, 38, 47
-PR_CAP_AMBIENT_CLEAR_ALL = 4
-CAPABILITY_VERSION_3 = 0x20080522
-SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "ppc64le": 203, "s390x": 217}
-ROOT_DIR = "/run/pte-warm-root"   # the mount point of each child's new root (in its own mount namespace)
-DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
-DEV_LINKS = (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
-             ("stderr", "/proc/self/fd/2"), ("core", "/proc/kcore"), ("ptmx", "pts/ptmx"))
-PROC_COVERED = ("sys", "sysrq-trigger", "irq", "bus")
 TEST_HOOK = "PTE_WARM_TEST_NO_ISOLATION"
-
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-class IsolationError(OSError):
-    """A step of the per-child sandbox failed: the child must not run the kernel."""
-
-
-def _check(result: int, what: str) -> None:
-    if result != 0:
-        errno = ctypes.get_errno()
-        raise IsolationError(errno, f"{what}: {os.strerror(errno)}")
-
-
-def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    def enc(text: str | None) -> bytes | None:
-        return text.encode() if text is not None else None
-
-    _check(_libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)),
-           f"mount {source} on {target}")
-
-
-def _prctl(option: int, arg: int = 0, arg3: int = 0) -> None:
-    _check(_libc.prctl(option, ctypes.c_ulong(arg), ctypes.c_ulong(arg3), 0, 0), f"prctl {option}")
 
 
 def die_with_parent() -> None:
     """SIGKILL this process when its parent ends (a uid change clears it: set it after one)."""
-    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    syscalls.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def available() -> str | None:
@@ -147,15 +115,15 @@ def enter_relay(sandbox: Policy) -> None:
     for procs in sandbox.cgroup_procs:
         with open(procs, "w") as handle:
             handle.write(str(os.getpid()))
-    _check(_libc.unshare(relay_flags), "unshare(CLONE_NEWPID)")
-    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    syscalls.unshare(relay_flags, "unshare(CLONE_NEWPID)")
+    syscalls.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def enter_init(sandbox: Policy) -> None:
     """PID 1's steps before it forks the kernel: death with the relay, the other namespaces, the file system."""
-    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    _check(_libc.unshare(warm_namespace_flags(sandbox)[1]), "unshare")
-    build_root(sandbox)
+    syscalls.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    syscalls.unshare(warm_namespace_flags(sandbox)[1])
+    rootfs.build_root(sandbox)
 
 
 def enter_kernel(sandbox: Policy) -> None:
@@ -163,7 +131,7 @@ def enter_kernel(sandbox: Policy) -> None:
     the uid change, which clears it), its work folder."""
     os.setsid()
     drop(sandbox)
-    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    syscalls.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     os.chdir(sandbox.work)
 
 
@@ -221,8 +189,8 @@ def _init(sandbox: Policy, ready: int, life: int, become) -> None:
     os.close(ready)
     try:
         drop(sandbox)
-        _prctl(PR_SET_DUMPABLE, 0)   # the kernel's processes share its uid: none may ptrace PID 1
-        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)   # cleared by drop's uid change
+        syscalls.prctl(PR_SET_DUMPABLE, 0)   # the kernel's processes share its uid: none may ptrace PID 1
+        syscalls.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)   # cleared by drop's uid change
         if select.select([life], [], [], 0)[0]:   # the relay ended before: no signal will come
             raise IsolationError(0, "the relay ended")
     except Exception:
@@ -255,113 +223,6 @@ def _relay(init: int, life: int) -> None:
     os._exit(code & 0xFF)
 
 
-def _bind(source: str, target: str, readonly: bool, devices: bool = False) -> None:
-    """bubblewrap's bind: recursive, then the target and each submount remounted with the flags they had, plus
-    nosuid, nodev (not for a device) and read-only when asked (a recursive bind keeps the submounts' own)."""
-    if os.path.isdir(source):
-        os.makedirs(target, exist_ok=True)
-    else:
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        open(target, "a").close()
-    _mount(source, target, None, MS_BIND | MS_REC)
-    added = MS_NOSUID | (0 if devices else MS_NODEV) | (MS_RDONLY if readonly else 0)
-    for point in [target, *_submounts(target)]:
-        kept = os.statvfs(point).f_flag & (MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)   # ST_* == MS_* bits
-        _mount(None, point, None, MS_REMOUNT | MS_BIND | kept | added)
-
-
-def _submounts(target: str) -> list[str]:
-    """The mount points below ``target`` (mountinfo writes a space, a tab, a newline and a backslash in octal)."""
-    with open("/proc/self/mountinfo") as info:
-        points = [re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), line.split()[4]) for line in info]
-    return [p for p in points if p.startswith(target.rstrip("/") + "/")]
-
-
-def _tmpfs(target: str, size: int, mode: str = "1777") -> None:
-    """bubblewrap's ``--tmpfs``: nosuid, nodev (executable, as bubblewrap has no option for noexec)."""
-    os.makedirs(target, exist_ok=True)
-    _mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode={mode}")
-
-
-def _loopback_up() -> None:
-    SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        import fcntl
-
-        name, flags = struct.unpack("16sh", fcntl.ioctl(sock, SIOCGIFFLAGS, struct.pack("16sh", b"lo", 0))[:18])
-        fcntl.ioctl(sock, SIOCSIFFLAGS, struct.pack("16sh", name, flags | IFF_UP))
-
-
-def _dev(target: str) -> None:
-    """bubblewrap's ``--dev``: a small tmpfs with the harmless devices bound from the host, the usual links, a
-    devpts of its own and an empty ``shm``."""
-    _tmpfs(target, 1 << 20, "0755")
-    for device in DEVICES:
-        if os.path.exists("/dev/" + device):
-            _bind("/dev/" + device, f"{target}/{device}", readonly=False, devices=True)
-    for name, link in DEV_LINKS:
-        os.symlink(link, f"{target}/{name}")
-    os.makedirs(f"{target}/shm", exist_ok=True)
-    os.makedirs(f"{target}/pts", exist_ok=True)
-    _mount("devpts", f"{target}/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620")
-
-
-def _proc(target: str) -> None:
-    """bubblewrap's ``--proc``: this namespace's processes only, and the parts of it that write to the host's
-    kernel (where still writable) covered read-only."""
-    os.makedirs(target, exist_ok=True)
-    _mount("proc", target, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    for name in PROC_COVERED:
-        if os.access(f"{target}/{name}", os.W_OK):
-            _mount(f"{target}/{name}", f"{target}/{name}", None, MS_BIND)
-            _mount(None, f"{target}/{name}", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
-
-
-def build_root(sandbox: Policy) -> None:
-    """In PID 1 of the kernel's namespaces (still root): the file system the policy describes (a cold sandbox's
-    kernel sees the same, from bubblewrap), made under a new root on a small tmpfs, in the policy's order; then
-    ``pivot_root`` with the old root detached, the new root read-only and loopback up."""
-    _mount(None, "/", None, MS_REC | MS_PRIVATE)   # nothing mounted from here on reaches the host
-    os.makedirs(ROOT_DIR, mode=0o700, exist_ok=True)
-    _mount("tmpfs", ROOT_DIR, "tmpfs", MS_NOSUID | MS_NODEV, "size=16m,mode=0755")
-    new = ROOT_DIR
-    for step in warm_mount_steps(sandbox):
-        kind, target = step[0], new + (step[2] if step[0] == "bind" else step[1])
-        if kind == "tmpfs":
-            _tmpfs(target, step[2], step[3])
-        elif kind == "bind":
-            _bind(step[1], target, readonly=step[3])
-        elif kind == "dev":
-            _dev(target)
-        elif kind == "proc":
-            _proc(target)
-        else:
-            raise IsolationError(0, f"unknown mount step {kind!r}")
-    os.makedirs(new + "/oldroot", exist_ok=True)
-    _check(_libc.syscall(SYS_PIVOT_ROOT[platform.machine()], new.encode(), (new + "/oldroot").encode()),
-           "pivot_root")
-    os.chdir("/")
-    _check(_libc.umount2(b"/oldroot", MNT_DETACH), "umount /oldroot")
-    os.rmdir("/oldroot")
-    if sandbox.readonly_root:
-        _mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
-    _loopback_up()
-
-
-class _CapHeader(ctypes.Structure):
-    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-
-class _CapData(ctypes.Structure):
-    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
-
-
-def _clear_capabilities() -> None:
-    """capset(2): effective, permitted and inheritable all empty (setpriv's ``--inh-caps=-all`` for the last)."""
-    data = (_CapData * 2)()
-    _check(_libc.capset(ctypes.byref(_CapHeader(CAPABILITY_VERSION_3, 0)), data), "capset")
-
-
 def drop(sandbox: Policy) -> None:
     """In the kernel: its limits, then the policy's unprivileged user with no capability left."""
     for name, value in sandbox.rlimits().items():
@@ -373,14 +234,14 @@ def drop(sandbox: Policy) -> None:
     if sandbox.drop_capabilities:
         last = int(open("/proc/sys/kernel/cap_last_cap").read())
         for cap in range(last + 1):
-            _prctl(PR_CAPBSET_DROP, cap)
-        _prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
+            syscalls.prctl(PR_CAPBSET_DROP, cap)
+        syscalls.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
     if sandbox.no_new_privs:
-        _prctl(PR_SET_NO_NEW_PRIVS, 1)
+        syscalls.prctl(PR_SET_NO_NEW_PRIVS, 1)
     os.setresuid(sandbox.uid, sandbox.uid, sandbox.uid)   # without SECBIT_KEEP_CAPS this clears the permitted set
     if sandbox.drop_capabilities:
-        _clear_capabilities()
-    _prctl(PR_SET_DUMPABLE, 1)
+        syscalls.clear_capabilities()
+    syscalls.prctl(PR_SET_DUMPABLE, 1)
     with open("/proc/self/status") as status:
         sets = {line.split(":")[0]: int(line.split()[1], 16) for line in status if line.startswith("Cap")}
     left = sets if sandbox.drop_capabilities else {"CapEff": sets.get("CapEff", 1)}

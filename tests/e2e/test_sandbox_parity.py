@@ -2,11 +2,11 @@
 
 A cold grading kernel is sandboxed by a command line (bubblewrap, setpriv, prlimit, taskset:
 ``grading/isolate/sandbox.py``); a warm one is forked from a template and its child makes the sandbox itself
-(``warm/isolate.py``). The same probe runs in both, through ``runner.execute`` (the grading command's own path,
-cgroups included), and prints what it sees: uid and gids, every capability set, NoNewPrivs, seccomp, rlimits,
-cgroup membership and limits, network interfaces, visible processes, the environment, the mounts (normalised:
-each run's own folders become placeholders) and which paths it may write. Every property must be equal, or be
-listed in ``KNOWN`` with the reason the difference is harmless (docs/grading.md, "Cold and warm sandboxes
+(``warm/isolate.py``, ``warm/rootfs.py``). The same probe runs in both, through ``runner.execute`` (the grading
+command's own path, cgroups included), and prints what it sees: uid and gids, every capability set, NoNewPrivs,
+seccomp, rlimits, cgroup membership and limits, network interfaces, visible processes, the environment, the mounts
+(normalised: each run's own folders become placeholders) and which paths it may write. Every property must be equal,
+or be listed in ``KNOWN`` with the reason the difference is harmless (docs/grading.md, "Cold and warm sandboxes
 compared", lists the same). A new difference, or a listed one that is gone, fails the test.
 
 The comparison can fail: with the warm child's per-child step switched off (``PTE_WARM_TEST_NO_ISOLATION``, the

@@ -2,7 +2,8 @@
 neighbour graded from the same template, after it or beside it.
 
 The grading command forks each kernel from a template (autograder/warm); the child makes its own sandbox
-(autograder/warm/isolate.py) before it runs anything of the student's. Each test runs twice:
+(autograder/warm/isolate.py, its new root autograder/warm/rootfs.py) before it runs anything of the
+student's. Each test runs twice:
 
 - ``per-child``: the grading command's design; the channel must be closed;
 - ``without``: the same channel on a design that shares what the test checks, and the test must see it

@@ -1,10 +1,10 @@
 """What each sandbox mechanism does, in one vocabulary of effects, observed rather than rebuilt.
 
 - :func:`warm_effects` runs the warm child's real steps (``autograder.warm.isolate``: the relay's, PID 1's and the
-  kernel's, the font cache copy and the kernel's environment) against :class:`Recorder`, a recording fake of the
-  system calls they make (mount, unshare, prctl, pivot_root, umount2, capset, setrlimit, setgroups, setresgid,
-  setresuid, sched_setaffinity, setsid, chdir, symlink, the files they open), and reads the effects off the
-  record;
+  kernel's, the font cache copy and the kernel's environment; ``autograder.warm.rootfs``: PID 1's new root) against
+  :class:`Recorder`, a recording fake of the system calls they make (mount, unshare, prctl, pivot_root, umount2,
+  capset, setrlimit, setgroups, setresgid, setresuid, sched_setaffinity, setsid, chdir, symlink, the files they
+  open), and reads the effects off the record;
 - :func:`cold_effects` reads the real cold command line (``policy.cold_command``) with a model of what each option
   does: bubblewrap 0.8's own (``BWRAP_*`` below, from its source, ``bind_mount`` and ``setup_newroot``, and checked
   against a real bubblewrap's ``/proc/self/mountinfo`` by ``tests/unit/test_policy.py`` where one runs), setpriv's,
@@ -167,8 +167,16 @@ def _shell_line(effects: dict, line: str) -> None:
 
 
 # --- the warm side: the real steps against a recording fake -----------------------------------------------------
+# what the recording fake replaces in each module of the warm steps (a name gone from its module fails the patch:
+# no step ever makes a real call under the fake)
+FAKED = {"autograder.warm.isolate": ("os", "resource", "shutil", "open"),
+         "autograder.warm.rootfs": ("os", "open", "_loopback_up"),
+         "autograder.warm.syscalls": ("_libc",)}
+
+
 class Recorder:
-    """Stands in for libc, os, resource, open and shutil in ``autograder.warm.isolate``; records each call."""
+    """Stands in for libc (in ``autograder.warm.syscalls``), and for os, resource, open, shutil and the loopback
+    ioctl in the modules that make the warm steps (``FAKED``); records each call."""
 
     def __init__(self, mpl_target: str = ""):
         self.calls: list[tuple] = []
@@ -248,26 +256,32 @@ class Recorder:
             return io.StringIO("".join(f"1 1 0:1 / {point} rw - x x rw\n" for point in escaped))
         raise AssertionError(f"the warm steps opened {path!r}, which the recording fake does not know")
 
-    def patches(self, isolate) -> list:
-        return [mock.patch.object(isolate, "_libc", self.libc), mock.patch.object(isolate, "os", self.os),
-                mock.patch.object(isolate, "resource", self.resource),
-                mock.patch.object(isolate, "shutil", self.shutil),
-                mock.patch.object(isolate, "open", self.open, create=True),
-                mock.patch.object(isolate, "_loopback_up", self._recording("loopback_up"))]
+    def patches(self, kind: str, module) -> list:
+        """The fakes for ``module``, which holds the steps of ``kind`` (a key of FAKED; ``module`` may be a
+        scratch copy of it)."""
+        fakes = {"os": self.os, "resource": self.resource, "shutil": self.shutil, "open": self.open,
+                 "_libc": self.libc, "_loopback_up": self._recording("loopback_up")}
+        return [mock.patch.object(module, name, fakes[name], create=name == "open") for name in FAKED[kind]]
 
 
-def run_warm_steps(policy, host_env: dict[str, str], isolate=None) -> tuple[Recorder, dict[str, str]]:
+def run_warm_steps(policy, host_env: dict[str, str], isolate=None, rootfs=None) -> tuple[Recorder, dict[str, str]]:
     """The warm child's steps for ``policy`` (relay, PID 1, kernel, font cache), recorded; and the kernel's env.
-    ``isolate``: the module whose steps run (``autograder.warm.isolate``, or a scratch copy of it)."""
+    ``isolate``, ``rootfs``: the modules whose steps run (``autograder.warm.isolate`` and ``autograder.warm.rootfs``,
+    or a scratch copy of either); the steps of ``isolate`` call those of ``rootfs``."""
     import contextlib
 
-    if isolate is None:
-        from autograder.warm import isolate
+    from autograder.warm import isolate as real_isolate
+    from autograder.warm import rootfs as real_rootfs
+    from autograder.warm import syscalls
 
+    isolate, rootfs = isolate or real_isolate, rootfs or real_rootfs
     recorder = Recorder(policy.mpl_target if policy.mpl_cache else "")
     with contextlib.ExitStack() as stack:
-        for patch in recorder.patches(isolate):
-            stack.enter_context(patch)
+        for kind, module in (("autograder.warm.isolate", isolate), ("autograder.warm.rootfs", rootfs),
+                             ("autograder.warm.syscalls", syscalls)):
+            for patch in recorder.patches(kind, module):
+                stack.enter_context(patch)
+        stack.enter_context(mock.patch.object(isolate, "rootfs", rootfs))
         isolate.enter_relay(policy)
         isolate.enter_init(policy)
         isolate.enter_kernel(policy)
@@ -275,12 +289,13 @@ def run_warm_steps(policy, host_env: dict[str, str], isolate=None) -> tuple[Reco
     return recorder, isolate.kernel_env(policy, host_env)
 
 
-def warm_effects(policy, host_env: dict[str, str] | None = None, module=None) -> dict:  # noqa: C901  (one branch per call)
-    """The effects of the warm child's steps for ``policy``, read off what they did."""
-    from autograder.warm.isolate import ROOT_DIR
+def warm_effects(policy, host_env: dict[str, str] | None = None, module=None, rootfs=None) -> dict:  # noqa: C901
+    """The effects of the warm child's steps for ``policy``, read off what they did (one branch per call).
+    ``module``, ``rootfs``: scratch copies to run instead of ``autograder.warm.isolate`` and ``.rootfs``."""
+    from autograder.warm.rootfs import ROOT_DIR
 
     host_env = host_env or {"PWD": "/somewhere", "HOME": "/h", "PATH": "/usr/bin"}
-    recorder, env = run_warm_steps(policy, host_env, module)
+    recorder, env = run_warm_steps(policy, host_env, module, rootfs)
     effects = empty_effects()
     pivoted, dropped, before_drop = False, set(), True
 

@@ -27,7 +27,7 @@ from autograder.grading.isolate import sandbox
 from autograder.grading.isolate.policy import Policy, PolicyError
 from autograder.grading.messages import SandboxFailed, decode_one_of
 from autograder.grading.plan.settings import Limits
-from autograder.warm import isolate
+from autograder.warm import isolate, rootfs
 
 
 def example(**changes) -> Policy:
@@ -37,9 +37,9 @@ def example(**changes) -> Policy:
     return dataclasses.replace(base, **changes)
 
 
-def compared(policy: Policy, cold_module=pol, warm_module=isolate) -> list[str]:
+def compared(policy: Policy, cold_module=pol, warm_module=isolate, rootfs_module=rootfs) -> list[str]:
     cold = views.cold_effects(cold_module.cold_command(policy, True))
-    return views.differences(cold, views.warm_effects(policy, module=warm_module))
+    return views.differences(cold, views.warm_effects(policy, module=warm_module, rootfs=rootfs_module))
 
 
 VARIANTS = {"as built": {}, "no font cache": {"mpl_cache": ""}, "no cgroups": {"nproc": None, "cgroup_procs": ()},
@@ -67,17 +67,18 @@ def test_what_is_compared_is_all_there():
 
 
 # --- ten (and two) one-line drifts, each planted on a scratch copy of one side's source ---------------------------
-WARM_DRIFTS = {   # in autograder/warm/isolate.py
-    "warm: a tmpfs without nodev (a flag)": ('_mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, f"size',
-                                             '_mount("tmpfs", target, "tmpfs", MS_NOSUID, f"size'),
-    "warm: no devpts in /dev (a mount)": ('    _mount("devpts", f"{target}/pts"',
-                                          '    0 and _mount("devpts", f"{target}/pts"'),
-    "warm: the last rlimit skipped (an rlimit)": ("for name, value in sandbox.rlimits().items():",
+WARM_DRIFTS = {   # in autograder/warm/rootfs.py (PID 1's new root) or autograder/warm/isolate.py (the processes)
+    "warm: a tmpfs without nodev (a flag)": (rootfs, 'mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, f"size',
+                                             'mount("tmpfs", target, "tmpfs", MS_NOSUID, f"size'),
+    "warm: no devpts in /dev (a mount)": (rootfs, '    syscalls.mount("devpts", f"{target}/pts"',
+                                          '    0 and syscalls.mount("devpts", f"{target}/pts"'),
+    "warm: submounts left writable (a flag)": (rootfs, "for point in [target, *_submounts(target)]:",
+                                               "for point in [target]:"),
+    "warm: the last rlimit skipped (an rlimit)": (isolate, "for name, value in sandbox.rlimits().items():",
                                                   "for name, value in list(sandbox.rlimits().items())[:-1]:"),
-    "warm: the bounding set kept (the capability drop)": ("            _prctl(PR_CAPBSET_DROP, cap)",
+    "warm: the bounding set kept (the capability drop)": (isolate, "            syscalls.prctl(PR_CAPBSET_DROP, cap)",
                                                           "            pass"),
-    "warm: PWD left set (an environment step)": ("        env.pop(name, None)", "        pass"),
-    "warm: submounts left writable (a flag)": ("for point in [target, *_submounts(target)]:", "for point in [target]:"),
+    "warm: PWD left set (an environment step)": (isolate, "        env.pop(name, None)", "        pass"),
 }
 POLICY_DRIFTS = {   # in autograder/grading/isolate/policy.py: the warm side's table, or the cold command line
     "warm: no network namespace (a namespace)": ('        if name != "pid":', '        if name not in ("pid", "net"):'),
@@ -108,7 +109,20 @@ def scratch_copy(module: types.ModuleType, old: str, new: str) -> types.ModuleTy
 
 @pytest.mark.parametrize("drift", sorted(WARM_DRIFTS))
 def test_a_drift_of_the_warm_child_is_caught(drift):
-    assert compared(example(), warm_module=scratch_copy(isolate, *WARM_DRIFTS[drift]))
+    module, old, new = WARM_DRIFTS[drift]
+    drifted = scratch_copy(module, old, new)
+    if module is rootfs:
+        assert compared(example(), rootfs_module=drifted)
+    else:
+        assert compared(example(), warm_module=drifted)
+
+
+@pytest.mark.parametrize("module", [isolate, rootfs], ids=["isolate", "rootfs"])
+def test_a_scratch_copy_without_a_drift_compares_equal(module):
+    """The drifts alone make the differences above: a scratch copy with its line unchanged runs the same steps."""
+    old = next(old for owner, old, _ in WARM_DRIFTS.values() if owner is module)
+    copy = scratch_copy(module, old, old)
+    assert compared(example(), **{"warm_module" if module is isolate else "rootfs_module": copy}) == []
 
 
 @pytest.mark.parametrize("drift", sorted(POLICY_DRIFTS))
