@@ -4,10 +4,11 @@ Nothing here answers an exercise. Test cells use :func:`caught` to provoke genui
 errors, and :func:`outcome`, :func:`refusal` and :func:`batch_layout` to turn what a student's
 function did into plain values a hidden check can observe. The demos use :func:`recorded_warnings`,
 :func:`shape_trace` and the gallery of broken snippets (:func:`print_gallery`,
-:func:`error_gallery`).
+:func:`error_gallery`). The visible checks of the exercises are in :mod:`autograder.kernel.errors_checks`.
 """
 from __future__ import annotations
 
+import re
 import warnings
 from functools import partial
 from typing import Any, Callable, Iterable
@@ -18,9 +19,8 @@ import torch.nn.functional as F
 from torch import nn
 
 __all__ = [
-    "caught", "error_line", "recorded_warnings", "mentions_shapes", "outcome", "refusal", "batch_layout",
-    "shape_trace", "GALLERY", "run_snippet", "print_gallery", "error_gallery",
-    "check_checked_mse", "check_move_batch", "check_gated_residual", "check_classify_error", "INPLACE_HINTS",
+    "caught", "error_line", "recorded_warnings", "mentions_shapes", "mentions_dtypes", "mentions_value",
+    "message_names", "outcome", "refusal", "batch_layout", "shape_trace", "GALLERY", "run_snippet", "print_gallery", "error_gallery",
 ]
 
 
@@ -81,20 +81,49 @@ def outcome(fn: Callable[[], Any]) -> str:
     return "ok"
 
 
-def refusal(fn: Callable[..., Any], *tensors: torch.Tensor) -> str:
-    """How ``fn(*tensors)`` reacted to arguments it should refuse, as a short verdict.
+def mentions_dtypes(message: str, *dtypes: torch.dtype) -> bool:
+    """Does ``message`` name every one of ``dtypes``, written ``torch.float64`` or ``float64``?"""
+    return all(re.search(rf"(?<![A-Za-z0-9]){re.escape(str(d).replace('torch.', ''))}(?![A-Za-z0-9])", message)
+               for d in dtypes)
 
-    One of ``"ValueError naming every shape"``, ``"ValueError without the shapes"``,
-    ``"returned without raising"`` or the name of another exception type.
+
+def mentions_value(message: str, value: int) -> bool:
+    """Does ``message`` hold the integer ``value`` as a number of its own (``5`` in "class 5.", not in "15")?"""
+    return re.search(rf"(?<![\w.\-]){re.escape(str(value))}(?!\w|\.\d)", message) is not None
+
+
+def _out_of_range(scores: torch.Tensor, classes: torch.Tensor) -> list[int]:
+    """The class indices in ``classes`` outside 0 .. C - 1, C being the last size of ``scores``."""
+    wrong = classes[(classes < 0) | (classes >= scores.shape[-1])]
+    return sorted({int(v) for v in wrong.tolist()})
+
+
+def message_names(naming: str, message: str, tensors: list[torch.Tensor]) -> bool:
+    """Does ``message`` name what ``naming`` says of ``tensors`` (see :func:`refusal`)?"""
+    if naming == "shapes":
+        return mentions_shapes(message, *(t.shape for t in tensors))
+    if naming == "dtypes":
+        return mentions_dtypes(message, *(t.dtype for t in tensors))
+    if naming == "target dtype":
+        return mentions_dtypes(message, tensors[-1].dtype)
+    if naming == "class":
+        return any(mentions_value(message, v) for v in _out_of_range(tensors[0], tensors[1]))
+    raise ValueError(f"refusal: unknown naming {naming!r}")
+
+
+def refusal(fn: Callable[..., Any], *args: Any, naming: str = "shapes") -> str:
+    """How ``fn(*args)`` reacted to arguments it should refuse, as a short verdict.
+
+    ``"<ExceptionType> naming the <naming>"``, ``"<ExceptionType> without the <naming>"`` or
+    ``"returned without raising"``. ``naming`` is what the message should name: ``"shapes"`` (of every tensor
+    argument), ``"dtypes"`` (of every tensor argument), ``"target dtype"`` (of the last tensor argument) or
+    ``"class"`` (a class index of the second tensor outside 0 .. C - 1, C the last size of the first).
     """
+    tensors = [a for a in args if torch.is_tensor(a)]
     try:
-        fn(*tensors)
-    except ValueError as exc:
-        if mentions_shapes(str(exc), *(t.shape for t in tensors)):
-            return "ValueError naming every shape"
-        return "ValueError without the shapes"
-    except Exception as exc:  # which exception it was is the observation
-        return type(exc).__name__
+        fn(*args)
+    except Exception as exc:  # which exception it was, and what it says, is the observation
+        return f"{type(exc).__name__} {'naming' if message_names(naming, str(exc), tensors) else 'without'} the {naming}"
     return "returned without raising"
 
 
@@ -160,8 +189,8 @@ def shape_trace(model: nn.Module, x: torch.Tensor) -> Any:
 GALLERY: list[tuple[str, str, str]] = [
     ("Linear layer fed the wrong number of features",
      "layer = nn.Linear(10, 3)\nlayer(torch.zeros(4, 8))",
-     "mat1 is the input (4 rows of 8 features), mat2 the weight transposed (10 x 3). "
-     "The inner numbers, 8 and 10, must agree: the layer wants 10 features."),
+     "mat1 is the input, mat2 comes from the layer's weight. The inner numbers must agree: "
+     "which of them is the layer's in_features, which the batch's?"),
     ("two tensors that do not broadcast",
      "torch.zeros(2, 5) + torch.zeros(2, 3)",
      "Broadcasting lines sizes up from the right. In dimension 1 they are 5 and 3: "
@@ -265,147 +294,3 @@ def error_gallery():
     choice.observe(lambda change: show(change["new"]), names="value")
     show(0)
     return widgets.VBox([choice, panel])
-
-
-# ---------------------------------------------------------------- visible checks of the lesson's exercises
-
-def check_checked_mse(fn) -> None:
-    """Visible checks of exercise 1: one equal-shape loss with its graph, three pairs of shapes that must be refused."""
-    from autograder.kernel import checks
-
-    broadcast_hint = ("shapes like (8,) and (8, 1) broadcast to (8, 8) without any error: compare pred.shape with "
-                      "target.shape and raise the ValueError before computing anything.")
-    torch.manual_seed(60)
-    p, t = torch.randn(8, requires_grad=True), torch.randn(8)
-    loss = checks.call(fn, p, t)
-    checks.check_tensor(loss, F.mse_loss(p, t), "checked_mse(pred (8,), target (8,))")
-    checks.expect(loss.requires_grad,
-                  "checked_mse(...) is not attached to the autograd graph: compute it with tensor "
-                  "operations (no .item(), no torch.tensor(...)), so that loss.backward() reaches pred.")
-    for a, b in [(torch.randn(8), torch.randn(8, 1)), (torch.randn(8, 1), torch.randn(8)),
-                 (torch.randn(4, 2), torch.randn(2, 4))]:
-        err = checks.expect_raises(fn, ValueError, broadcast_hint, a, b)
-        checks.expect(mentions_shapes(str(err), a.shape, b.shape),
-                      f"the ValueError says {str(err)!r}: name both shapes, {tuple(a.shape)} and {tuple(b.shape)}, "
-                      "so that whoever reads it knows what to fix.")
-
-
-def check_move_batch(fn) -> None:
-    """Visible checks of exercise 2: a tuple and a nested dict moved to the meta device (and to CUDA if present)."""
-    from autograder.kernel import checks
-
-    unused_hint = ("Tensor.to returns a new tensor and leaves the original where it was: build the result from what "
-                   ".to(device) returns (t = t.to(device)); a bare t.to(device) changes nothing.")
-    torch.manual_seed(61)
-    xb, yb = torch.randn(4, 3), torch.randint(0, 2, (4,))
-    moved = checks.call(fn, (xb, yb), "meta")
-    checks.check_type(moved, tuple, "move_batch((xb, yb), 'meta')",
-                      hint="a tuple in, a tuple out: keep the container's type.")
-    checks.expect(len(moved) == 2, f"move_batch((xb, yb), 'meta') returned {len(moved)} items, expected 2.")
-    for name, got, source in [("xb", moved[0], xb), ("yb", moved[1], yb)]:
-        checks.check_type(got, torch.Tensor, f"move_batch((xb, yb), 'meta'): {name}")
-        checks.expect(got.device.type == "meta", f"{name} is still on {got.device}, expected meta. {unused_hint}")
-        checks.expect(got.dtype == source.dtype and got.shape == source.shape,
-                      f"{name} came back as {checks.describe(got)}; expected dtype {source.dtype} and shape "
-                      f"{tuple(source.shape)}: .to(device) alone keeps the dtype.")
-    nested = {"inputs": [xb, xb * 2], "target": {"labels": yb, "weight": 0.5}, "name": "batch-0"}
-    got = batch_layout(checks.call(fn, nested, torch.device("meta")))
-    want = {"inputs": ["Tensor(device=meta, dtype=torch.float32, shape=(4, 3))"] * 2,
-            "target": {"labels": "Tensor(device=meta, dtype=torch.int64, shape=(4,))", "weight": 0.5},
-            "name": "batch-0"}
-    checks.expect(got == want, f"move_batch(nested dict, torch.device('meta')) gave\n  {got}\nexpected\n  {want}\n"
-                               "Apply the same rule to every item of every container, keep lists as lists and dicts as "
-                               f"dicts, and leave non-tensors alone. {unused_hint}")
-    if torch.cuda.is_available():
-        on_gpu = checks.call(fn, [xb, yb], "cuda")
-        checks.expect(type(on_gpu) is list and all(isinstance(v, torch.Tensor) and v.is_cuda for v in on_gpu),
-                      f"move_batch([xb, yb], 'cuda') gave {batch_layout(on_gpu)}: every tensor should be on the GPU.")
-
-
-# An exception of a backward pass broken by an in-place update, mapped to the mistake behind it.
-INPLACE_HINTS = {r"inplace|in-place": "an in-place update (h.mul_(...), h *= ..., out=...) still overwrites a tensor "
-                                      "that autograd saved for backward: build a new tensor instead (h = h * g)."}
-
-
-def check_gated_residual(fn, reference: Callable) -> None:
-    """Visible checks of exercise 3: the values of ``reference`` (the in-place version, run without a graph), a
-    backward pass, and gradients that agree with finite differences."""
-    from autograder.kernel import checks
-
-    torch.manual_seed(62)
-    x = torch.randn(4, 3, requires_grad=True)
-    w = torch.randn(3, 3, requires_grad=True)
-    with torch.no_grad():
-        want = reference(x, w)
-    out = checks.call(fn, x, w, hints=INPLACE_HINTS)
-    checks.check_tensor(out, want, "gated_residual(x (4, 3), w (3, 3))")
-    checks.expect(out.requires_grad, "gated_residual(...) carries no autograd graph: was it computed under "
-                                     "torch.no_grad() or from detached tensors?")
-    checks.call(out.sum().backward, hints=INPLACE_HINTS)
-    checks.expect(x.grad is not None and w.grad is not None,
-                  "after backward, x.grad or w.grad is None: the result must depend on both through autograd.")
-    x64 = torch.randn(3, 3, dtype=torch.float64, requires_grad=True)
-    w64 = torch.randn(3, 3, dtype=torch.float64, requires_grad=True)
-    checks.expect(torch.autograd.gradcheck(fn, (x64, w64), raise_exception=False),
-                  "the gradients of gated_residual disagree with finite differences: part of the computation is hidden "
-                  "from autograd (.data, .detach(), torch.no_grad()), so backward runs but computes the wrong thing.")
-
-
-def check_classify_error(fn) -> None:
-    """Visible checks of exercise 4: real errors of every family, an index out of range among them."""
-    from autograder.kernel import checks
-
-    torch.manual_seed(63)
-
-
-    def sigmoid_then_mul_():
-        a = torch.randn(3, requires_grad=True)
-        s = a.sigmoid()
-        s.mul_(2)
-        s.sum().backward()
-
-
-    def backward_twice():
-        a = torch.randn(3, requires_grad=True)
-        loss = (a * a).sum()
-        loss.backward()
-        loss.backward()
-
-
-    leaf = torch.randn(3, requires_grad=True)
-    family_hints = {
-        "shape": "shape errors do not always say 'shape': broadcasting says 'The size of tensor a (5) must match the "
-                 "size of tensor b (3)', cross_entropy speaks of 'batch_size'.",
-        "dtype": "dtype errors say 'dtype' or 'scalar type'; 'mat1 and mat2 must have the same dtype' is about dtypes, "
-                 "although it names the two matrices like a shape error.",
-        "device": "device errors mention a device, but not always as 'same device': on the CPU a mismatch with the "
-                  "meta device reads 'Tensor on device meta is not on the expected device cpu!'.",
-        "inplace": "PyTorch writes both 'inplace' and 'in-place'.",
-        "other": "only the four families count; anything else is 'other', an index out of range too, even when its "
-             "message names a dimension and a size.",
-    }
-    cases = [
-        ("Linear(10, 3) applied to (4, 8)", caught(lambda: nn.Linear(10, 3)(torch.randn(4, 8))), "shape"),
-        ("(2, 5) + (2, 3)", caught(lambda: torch.randn(2, 5) + torch.randn(2, 3)), "shape"),
-        ("cross_entropy with float labels",
-         caught(lambda: F.cross_entropy(torch.randn(4, 3), torch.tensor([0., 2., 1., 1.]))), "dtype"),
-        ("float64 input to a float32 Linear",
-         caught(lambda: nn.Linear(2, 1)(torch.randn(4, 2, dtype=torch.float64))), "dtype"),
-        ("float ids into nn.Embedding", caught(lambda: nn.Embedding(5, 2)(torch.tensor([1., 3.]))), "dtype"),
-        ("cpu tensor + meta tensor", caught(lambda: torch.randn(3) + torch.zeros(3, device="meta")), "device"),
-        ("sigmoid output changed by mul_", caught(sigmoid_then_mul_), "inplace"),
-        ("add_ on a leaf that requires grad", caught(lambda: leaf.add_(1.0)), "inplace"),
-        ("backward twice", caught(backward_twice), "other"),
-        ("label 3 with 3 classes", caught(lambda: F.cross_entropy(torch.randn(2, 3), torch.tensor([0, 3]))), "other"),
-    ]
-    cases.append(("index 5 of a 3-element tensor", caught(lambda: torch.arange(3)[5]), "other"))
-    if torch.cuda.is_available():
-        cases.append(("CUDA layer, CPU input", caught(lambda: nn.Linear(3, 2).to("cuda")(torch.randn(4, 3))), "device"))
-    for label, exc, want in cases:
-        got = checks.call(fn, exc)
-        checks.check_type(got, str, f"classify_error({label})")
-        checks.expect(got in ("shape", "dtype", "device", "inplace", "other"),
-                      f"classify_error({label}) returned {got!r}: "
-                      "return one of 'shape', 'dtype', 'device', 'inplace', 'other'.")
-        checks.expect(got == want, f"classify_error({label}) returned {got!r}, expected {want!r}. The message was\n"
-                                   f"  {error_line(exc, 200)}\n{family_hints[want]}")

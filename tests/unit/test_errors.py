@@ -1,12 +1,15 @@
 """Lesson 06's kernel helpers: real errors, observation helpers, shape tracing, the gallery."""
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from autograder.kernel import errors
+from autograder.kernel import errors, errors_checks
+from autograder.kernel.checks import CheckFailed
 
 
 def test_caught_returns_the_real_exception_and_refuses_silence():
@@ -60,10 +63,39 @@ def test_outcome_and_refusal_name_what_happened():
         raise ValueError("no")
 
     a, b = torch.zeros(6), torch.zeros(6, 1)
-    assert errors.refusal(strict, a, b) == "ValueError naming every shape"
+    assert errors.refusal(strict, a, b) == "ValueError naming the shapes"
     assert errors.refusal(vague, a, b) == "ValueError without the shapes"
     assert errors.refusal(lambda a, b: F.mse_loss(a, b.squeeze(1)), a, b) == "returned without raising"
-    assert errors.refusal(lambda a, b: a @ b, torch.zeros(2, 3), torch.zeros(2, 3)) == "RuntimeError"
+    assert errors.refusal(lambda a, b: a @ b, torch.zeros(2, 3), torch.zeros(2, 3)) == "RuntimeError without the shapes"
+
+
+def test_refusal_reads_dtypes_and_classes_in_the_message():
+    def says(text):
+        def fn(*args):
+            raise TypeError(text)
+        return fn
+
+    pred, target = torch.zeros(3), torch.zeros(3, dtype=torch.float64)
+    assert errors.refusal(says("float32 and torch.float64"), pred, target, "regression",
+                          naming="dtypes") == "TypeError naming the dtypes"
+    assert errors.refusal(says("float64 only"), pred, target, naming="dtypes") == "TypeError without the dtypes"
+    assert errors.refusal(says("target is float64"), pred, target, naming="target dtype") == \
+        "TypeError naming the target dtype"
+    scores, classes = torch.zeros(2, 3), torch.tensor([5, -100])
+    assert errors.refusal(says("class 5."), scores, classes, naming="class") == "TypeError naming the class"
+    assert errors.refusal(says("class -100 is out"), scores, classes, naming="class") == "TypeError naming the class"
+    assert errors.refusal(says("classes 0 to 2, got 15"), scores, classes, naming="class") == \
+        "TypeError without the class"
+    with pytest.raises(ValueError, match="unknown naming"):
+        errors.refusal(says("x"), scores, classes, naming="colour")
+
+
+@pytest.mark.parametrize("message, expected", [
+    ("torch.float32 and torch.int64", True), ("float32 vs int64", True), ("float32 vs uint8", False),
+    ("Float and Long", False),
+])
+def test_mentions_dtypes(message, expected):
+    assert errors.mentions_dtypes(message, torch.float32, torch.int64) is expected
 
 
 def test_batch_layout_keeps_containers_and_reads_no_values():
@@ -124,12 +156,24 @@ def _classify(exc):
     return "other"
 
 
-def test_visible_checks_pass_right_answers():
-    def checked_mse(pred, target):
+def checked_loss(pred, target, task):
+    if task == "regression":
         if pred.shape != target.shape:
             raise ValueError(f"{tuple(pred.shape)} against {tuple(target.shape)}")
+        if pred.dtype != target.dtype:
+            raise TypeError(f"{pred.dtype} against {target.dtype}")
         return F.mse_loss(pred, target)
+    if target.dtype.is_floating_point or target.dtype == torch.bool:
+        raise TypeError(f"target {target.dtype}")
+    if pred.dim() != 2 or target.shape != pred.shape[:1]:
+        raise ValueError(f"{tuple(pred.shape)} against {tuple(target.shape)}")
+    wrong = target[(target < 0) | (target >= pred.shape[1])]
+    if len(wrong):
+        raise ValueError(f"class {int(wrong[0])} out of range")
+    return F.cross_entropy(pred, target.long())
 
+
+def test_visible_checks_pass_right_answers():
     def move_batch(batch, device):
         if isinstance(batch, torch.Tensor):
             return batch.to(device)
@@ -146,15 +190,36 @@ def test_visible_checks_pass_right_answers():
         h.add_(x)
         return h
 
-    errors.check_checked_mse(checked_mse)
-    errors.check_move_batch(move_batch)
-    errors.check_gated_residual(lambda x, w: x + torch.tanh(x @ w) * torch.sigmoid(x), reference=inplace)
-    errors.check_classify_error(_classify)
+    errors_checks.check_checked_loss(checked_loss)
+    errors_checks.check_move_batch(move_batch)
+    errors_checks.check_gated_residual(lambda x, w: x + torch.tanh(x @ w) * torch.sigmoid(x), reference=inplace)
+    errors_checks.check_classify_error(_classify)
+
+
+@pytest.mark.parametrize("breaking, seen", [
+    ("no shape check", "returned without raising ValueError"),
+    ("no dtype check", "returned without raising TypeError"),
+    ("no range check", "raised IndexError"),
+    ("shapes not named", "name both shapes, (8,) and (8, 1)"),
+])
+def test_check_checked_loss_catches_each_missing_refusal(breaking, seen):
+    def wrong(pred, target, task):
+        if breaking == "no shape check" and task == "regression":
+            return F.mse_loss(pred, target)
+        if breaking == "no dtype check" and task == "regression" and pred.shape == target.shape:
+            return F.mse_loss(pred, target)
+        if breaking == "no range check" and task == "classification" and target.dim() == 1 and \
+                pred.shape[:1] == target.shape and not target.dtype.is_floating_point:
+            return F.cross_entropy(pred, target)
+        if breaking == "shapes not named" and pred.shape != target.shape and task == "regression":
+            raise ValueError("the shapes differ")
+        return checked_loss(pred, target, task)
+
+    with pytest.raises(CheckFailed, match=re.escape(seen)):
+        errors_checks.check_checked_loss(wrong)
 
 
 def test_an_index_out_of_range_is_other_even_with_a_dimension_and_a_size():
-    from autograder.kernel.checks import CheckFailed
-
     def by_words(exc):
         message = str(exc).lower()
         for family, words in [("inplace", ("inplace", "in-place")), ("device", ("device",)),
@@ -165,4 +230,4 @@ def test_an_index_out_of_range_is_other_even_with_a_dimension_and_a_size():
 
     assert _classify(errors.caught(lambda: torch.arange(3)[5])) == "other"
     with pytest.raises(CheckFailed, match="index 5 of a 3-element tensor"):
-        errors.check_classify_error(by_words)
+        errors_checks.check_classify_error(by_words)

@@ -1,23 +1,59 @@
-"""Wrong answers for lesson 06_reading_errors: each embodies one listed pitfall (exercise -> pitfall -> answer cell)."""
+"""Wrong answers for lesson 06_reading_errors: each embodies one listed pitfall (exercise -> pitfall -> answer cell).
+
+checked_loss's wrong answers are the solution with one part changed (:func:`_loss`), so that each breaks one thing.
+"""
+
+_LOSS = '''
+def checked_loss(pred, target, task):
+    if task == "regression":
+        if pred.shape != target.shape:
+            raise ValueError(f"pred has shape {tuple(pred.shape)}, target {tuple(target.shape)}")
+        if pred.dtype != target.dtype:
+            raise TypeError(f"pred is {pred.dtype}, target {target.dtype}")
+        return F.mse_loss(pred, target)
+    if target.dtype.is_floating_point or target.dtype == torch.bool:
+        raise TypeError(f"the target is {target.dtype}; classes are integers")
+    if pred.dim() != 2 or target.dim() != 1 or pred.shape[0] != target.shape[0]:
+        raise ValueError(f"pred has shape {tuple(pred.shape)}, target {tuple(target.shape)}")
+    outside = target[(target < 0) | (target >= pred.shape[1])]
+    if outside.numel() > 0:
+        raise ValueError(f"class {int(outside[0])} is out of range")
+    return F.cross_entropy(pred, target.long())
+'''
+
+
+def _loss(old: str, new: str) -> str:
+    """The solution of checked_loss with ``old`` (which it must hold) replaced by ``new``."""
+    assert old in _LOSS, old
+    return _LOSS.replace(old, new)
+
+
+_SHAPE_CHECK = '''        if pred.shape != target.shape:
+            raise ValueError(f"pred has shape {tuple(pred.shape)}, target {tuple(target.shape)}")
+'''
+_DTYPE_CHECK = '''        if pred.dtype != target.dtype:
+            raise TypeError(f"pred is {pred.dtype}, target {target.dtype}")
+'''
+_LABEL_CHECK = '''    if target.dtype.is_floating_point or target.dtype == torch.bool:
+        raise TypeError(f"the target is {target.dtype}; classes are integers")
+'''
+_RANGE = "(target < 0) | (target >= pred.shape[1])"
+_ABOVE_ONLY = "checks only classes above C - 1, so -1 and the -100 that F.cross_entropy skips get through"
 
 PITFALLS = {
-    "checked_mse": {
-        "lets broadcasting through": '''
-def checked_mse(pred, target):
-    return F.mse_loss(pred, target)
-''',
-        "compares the number of elements, so (8,) and (8, 1) pass": '''
-def checked_mse(pred, target):
-    if pred.numel() != target.numel():
-        raise ValueError(f"pred {tuple(pred.shape)} and target {tuple(target.shape)} differ")
-    return F.mse_loss(pred.reshape(-1), target.reshape(-1))
-''',
-        "refuses without naming the shapes": '''
-def checked_mse(pred, target):
-    if pred.shape != target.shape:
-        raise ValueError("pred and target have different shapes")
-    return F.mse_loss(pred, target)
-''',
+    "checked_loss": {
+        "lets broadcasting through": _loss(_SHAPE_CHECK, ""),
+        "compares the number of elements, so (8,) and (8, 1) pass": _loss(_SHAPE_CHECK, '''\
+        if pred.numel() != target.numel():
+            raise ValueError(f"pred has shape {tuple(pred.shape)}, target {tuple(target.shape)}")
+        pred, target = pred.reshape(-1), target.reshape(-1)
+'''),
+        "refuses without naming the shapes": _loss(_SHAPE_CHECK, '''        if pred.shape != target.shape:
+            raise ValueError("pred and target have different shapes")
+'''),
+        "lets float64 targets meet float32 predictions": _loss(_DTYPE_CHECK, ""),
+        "passes float labels on as classes": _loss(_LABEL_CHECK, ""),
+        "leaves classes out of range to F.cross_entropy": _loss(_RANGE, "target < 0"),
     },
     "move_batch": {
         "calls .to without using its result": '''
@@ -120,13 +156,8 @@ def classify_error(exc):
 }
 
 HIDDEN_ONLY = {
-    "checked_mse": {
-        "divides the summed squares by the batch size, not by the number of elements": '''
-def checked_mse(pred, target):
-    if pred.shape != target.shape:
-        raise ValueError(f"pred {tuple(pred.shape)} and target {tuple(target.shape)} differ")
-    return ((pred - target) ** 2).sum() / pred.shape[0]
-''',
+    "checked_loss": {
+        "passes int32 classes to F.cross_entropy as they are": _loss("target.long())", "target)"),
     },
     "move_batch": {
         "looks only two containers deep": '''
@@ -167,31 +198,18 @@ def classify_error(exc):
 
 # Wrong answers students really write that the spec's pitfall list does not name; the hidden checks reject each.
 PLAUSIBLE = {
-    "checked_mse": {
-        "refuses with an assert, which raises AssertionError, not ValueError": '''
-def checked_mse(pred, target):
-    assert pred.shape == target.shape, f"pred {tuple(pred.shape)} and target {tuple(target.shape)} differ"
-    return F.mse_loss(pred, target)
-''',
-        "compares only the number of dimensions, so (4, 2) against (2, 4) gets through": '''
-def checked_mse(pred, target):
-    if pred.dim() != target.dim():
-        raise ValueError(f"pred {tuple(pred.shape)} and target {tuple(target.shape)} differ")
-    return F.mse_loss(pred, target)
-''',
-        "squeezes both first, so (8,) against (8, 1) is quietly accepted": '''
-def checked_mse(pred, target):
-    pred, target = pred.squeeze(), target.squeeze()
-    if pred.shape != target.shape:
-        raise ValueError(f"pred {tuple(pred.shape)} and target {tuple(target.shape)} differ")
-    return F.mse_loss(pred, target)
-''',
-        "averages over dim 0 only, so a (5, 3) pair gives 3 numbers instead of one": '''
-def checked_mse(pred, target):
-    if pred.shape != target.shape:
-        raise ValueError(f"pred {tuple(pred.shape)} and target {tuple(target.shape)} differ")
-    return ((pred - target) ** 2).mean(dim=0)
-''',
+    "checked_loss": {
+        "refuses with an assert, which raises AssertionError, not ValueError": _loss(_SHAPE_CHECK, '''\
+        assert pred.shape == target.shape, f"pred {tuple(pred.shape)}, target {tuple(target.shape)}"
+'''),
+        "squeezes both first, so (8,) against (8, 1) is quietly accepted": _loss(_SHAPE_CHECK, '''\
+        pred, target = pred.squeeze(), target.squeeze()
+''' + _SHAPE_CHECK),
+        _ABOVE_ONLY: _loss(_RANGE, "target >= pred.shape[1]"),
+        "accepts only torch.long classes, so int32 and uint8 are refused": _loss(
+            "target.dtype.is_floating_point or target.dtype == torch.bool", "target.dtype != torch.long"),
+        "averages over dim 0 only, so a (5, 3) pair gives 3 numbers instead of one":
+            _loss("return F.mse_loss(pred, target)", "return ((pred - target) ** 2).mean(dim=0)"),
     },
     "move_batch": {
         "knows lists and dicts but not tuples, so (inputs, labels) stays where it was": '''
@@ -324,14 +342,25 @@ def classify_error(exc):
 
 # Correct answers written differently: they keep full marks.
 RIGHT_ANSWERS = {
-    "checked_mse": {
-        "by hand, naming the shapes as torch.Size, printing to stdout and stderr": '''
-def checked_mse(pred, target):
+    "checked_loss": {
+        "by hand (log_softmax and gather), torch.Size in the messages, printing to stdout and stderr": '''
+def checked_loss(pred, target, task):
     import sys
-    print("checked_mse:", pred.shape, target.shape)
+    print("checked_loss:", task, pred.shape, target.shape, file=sys.stderr)
+    if task == "classification":
+        if target.dtype not in (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64):
+            raise TypeError(f"classes must be integers, got {target.dtype}")
+        if pred.dim() != 2 or target.dim() != 1 or len(pred) != len(target):
+            raise ValueError(f"expected (N, C) and (N,), got {pred.shape} and {target.shape}")
+        bad = [int(v) for v in target.tolist() if not 0 <= v < pred.shape[1]]
+        if bad:
+            raise ValueError(f"classes {bad} outside [0, {pred.shape[1]})")
+        return -pred.log_softmax(dim=1).gather(1, target.long().unsqueeze(1)).mean()
     if pred.shape != target.shape:
-        print("refusing", file=sys.stderr)
         raise ValueError(f"shapes differ: {pred.shape} vs {target.shape}")
+    if pred.dtype != target.dtype:
+        raise TypeError(f"dtypes differ: {pred.dtype} vs {target.dtype}")
+    print("ok")
     return ((pred - target) ** 2).mean()
 ''',
     },
@@ -374,18 +403,17 @@ def classify_error(exc):
 # One wrong answer per rule bullet of each exercise's spec (the bold lead of the bullet is its key): each breaks
 # that rule alone and loses the exercise's points (test_pitfalls.py, test_rule_breaker_loses_its_points).
 RULES = {
-    "checked_mse": {
-        "equal shapes: the mean squared error":
-            HIDDEN_ONLY["checked_mse"]["divides the summed squares by the batch size, not by the number of elements"],
-        "a 0-dimensional tensor autograd can backpropagate through": '''
-def checked_mse(pred, target):
-    if pred.shape != target.shape:
-        raise ValueError(f"pred has shape {tuple(pred.shape)}, target {tuple(target.shape)}")
-    return torch.tensor(F.mse_loss(pred, target).item())
-''',
-        "different shapes raise `ValueError`":
-            PITFALLS["checked_mse"]["compares the number of elements, so (8,) and (8, 1) pass"],
-        "the message names both shapes": PITFALLS["checked_mse"]["refuses without naming the shapes"],
+    "checked_loss": {
+        "regression: the mean squared error": _loss("return F.mse_loss(pred, target)",
+                                                    "return ((pred - target) ** 2).sum() / pred.shape[0]"),
+        "classification: the mean cross-entropy": _loss("F.cross_entropy(pred, target.long())",
+                                                        "F.cross_entropy(pred, target.long(), reduction='sum')"),
+        "shapes that do not fit: `ValueError` naming both shapes":
+            PITFALLS["checked_loss"]["compares the number of elements, so (8,) and (8, 1) pass"],
+        "dtypes that do not fit: `TypeError` naming them":
+            PITFALLS["checked_loss"]["lets float64 targets meet float32 predictions"],
+        "a class outside 0 … C − 1: `ValueError` naming it":
+            PLAUSIBLE["checked_loss"][_ABOVE_ONLY],
     },
     "move_batch": {
         "every tensor moved, with its dtype": '''
