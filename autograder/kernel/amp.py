@@ -8,7 +8,8 @@
   was on and with which dtype.
 - :func:`forward_hook_count` counts the forward hooks still attached to a model.
 - :func:`plot_format_ranges` and :func:`plot_gradient_magnitudes` draw the lesson's first figure;
-  :func:`scale_history` runs a GradScaler through overflows and :func:`plot_scale_history` draws its scale.
+  :func:`scale_history` feeds a GradScaler finite and overflowing gradients; :func:`plot_scale_history` draws
+  its scale; :func:`grad_norms_scaled_and_unscaled` compares the gradients of a scaled loss with the true ones.
 - the visible checks of the lesson's exercises are in :mod:`autograder.kernel.amp_checks`.
 - :func:`seconds_per_step` times a training step (waiting for the GPU to finish).
 - :func:`cuda_or_skip` guards the cells that need a CUDA GPU.
@@ -35,6 +36,7 @@ __all__ = [
     "wide_mlp",
     "scale_history",
     "plot_scale_history",
+    "grad_norms_scaled_and_unscaled",
 ]
 
 FORMATS = (torch.float32, torch.bfloat16, torch.float16)
@@ -214,33 +216,26 @@ def wide_mlp(features: int, width: int, depth: int, classes: int) -> nn.Sequenti
 
 def scale_history(steps: int, overflows, *, init_scale: float = 2.0 ** 10,
                   growth_interval: int = 3) -> tuple[list[float], list[bool]]:
-    """Run ``steps`` float16 training steps of a tiny model through a ``GradScaler``.
+    """A ``GradScaler``'s scale over ``steps`` steps whose gradients are finite except at ``overflows``.
 
-    The gradients are made ``inf`` at the steps listed in ``overflows`` (counted from 1), as if float16 had
-    overflowed there. Returns the scale after each step and, for each step, whether it was skipped
-    (the weights did not move).
+    No model: each step hands the scaler one gradient tensor as a scaled backward pass would leave it,
+    ``inf`` at the steps listed in ``overflows`` (counted from 1), as if float16 had overflowed there; the
+    scaler checks it and sets its scale for the next step. Returns the scale after each step and, for each
+    step, whether the scaler found ``inf`` or ``NaN`` (a step it would skip).
     """
-    gen = torch.Generator().manual_seed(0)
-    net = nn.Linear(4, 2)
-    with torch.no_grad():
-        for p in net.parameters():
-            p.copy_(torch.randn(p.shape, generator=gen))
-    x, y = torch.randn(8, 4, generator=gen), torch.randint(0, 2, (8,), generator=gen)
-    opt = torch.optim.SGD(net.parameters(), lr=0.01)
-    spy = RecordingScaler("cpu", init_scale=init_scale, growth_interval=growth_interval)
+    weight = torch.zeros(4, requires_grad=True)
+    holder = torch.optim.SGD([weight], lr=0.0)      # unscale_ reads the gradients through an optimizer
+    scaler = torch.amp.GradScaler("cpu", init_scale=init_scale, growth_interval=growth_interval)
+    scaler.scale(torch.ones(()))                     # the scaler creates its scale on first use
     overflows = set(overflows)
     scales, skipped = [], []
     for step in range(1, steps + 1):
-        spy.inject_inf = step in overflows
-        before = [p.detach().clone() for p in net.parameters()]
-        opt.zero_grad()
-        with torch.autocast("cpu", dtype=torch.float16):
-            loss = nn.functional.cross_entropy(net(x), y)
-        spy.scale(loss).backward()
-        spy.step(opt)
-        spy.update()
-        scales.append(spy.get_scale())
-        skipped.append(all(torch.equal(b, p) for b, p in zip(before, net.parameters())))
+        value = float("inf") if step in overflows else 1e-3 * scaler.get_scale()
+        weight.grad = torch.full_like(weight, value)
+        scaler.unscale_(holder)
+        skipped.append(not bool(torch.isfinite(weight.grad).all()))
+        scaler.update()
+        scales.append(scaler.get_scale())
     return scales, skipped
 
 
@@ -269,15 +264,17 @@ def plot_scale_history(scales, skipped, ax, *, init_scale: float | None = None) 
 
 
 def grad_norms_scaled_and_unscaled(model: nn.Module, xb, yb, *, init_scale: float = 2.0 ** 10) -> tuple[float, float]:
-    """Section 4's measurement: the total norm of ``.grad`` right after a float16 backward pass through a fresh
-    ``GradScaler``, and again after that scaler's ``unscale_``. The model's gradients are left unscaled."""
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    """Section 4's measurement: the total norm of ``.grad`` after a backward pass through a fresh ``GradScaler``'s
+    ``scale(loss)``, and the total norm of the gradients of ``loss`` itself (a plain backward pass on a copy of the
+    model). Cross-entropy in float32, so that nothing underflows. The model keeps the scaled gradients."""
+    import copy
+
+    twin = copy.deepcopy(model)
     scaler = torch.amp.GradScaler("cpu", init_scale=init_scale)
     model.zero_grad()
-    with torch.autocast("cpu", dtype=torch.float16):
-        loss = nn.functional.cross_entropy(model(xb), yb)
-    scaler.scale(loss).backward()
-    grads = [p.grad for p in model.parameters() if p.grad is not None]
-    scaled = nn.utils.get_total_norm(grads).item()
-    scaler.unscale_(opt)
-    return scaled, nn.utils.get_total_norm(grads).item()
+    twin.zero_grad()
+    nn.functional.cross_entropy(twin(xb), yb).backward()
+    true = nn.utils.get_total_norm([p.grad for p in twin.parameters() if p.grad is not None]).item()
+    scaled_loss = scaler.scale(nn.functional.cross_entropy(model(xb), yb))
+    scaled_loss.backward()
+    return nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None]).item(), true

@@ -2,9 +2,9 @@
 
 - :func:`check_autocast_output_dtypes`: exercise 1, a small model's table under CPU autocast, and no trace
   left (no hook, the mode, ``.grad``, ``requires_grad`` and the input as they were);
-- :func:`check_scaled_update`: exercise 2, the scaler's decisions after a backward pass: a finite step as
-  float32 would take it (clipped in true units when asked), an overflow skipped and reported, the scale's
-  schedule, a disabled scaler passing through;
+- :func:`check_scaled_update`: exercise 2 (the draft made right), the scaler's decisions after a backward
+  pass: a finite step as float32 would take it (clipped in true units when asked), reported as taken also when
+  the scale grows after it, an overflow skipped and reported, a disabled scaler passing through;
 - :data:`STEP_HINTS` maps the GradScaler's own errors to the mistake behind them.
 
 The instruments they use (:class:`~autograder.kernel.amp.RecordingScaler`, ``forward_hook_count``) live in
@@ -131,24 +131,28 @@ def _expect_true_move(moved: torch.Tensor, want: torch.Tensor, spy: RecordingSca
     error = (moved - want).abs().max().item()
     if error < 1e-4:
         return
+    if not bool(torch.isfinite(moved).all()):
+        checks.expect(False, f"{what}: the parameters hold inf or NaN after the step (the scaler saw: {spy.calls}).")
     ratio = moved.norm().item() / want.norm().item()
+    scale = spy.get_scale() if spy.is_enabled() else 1.0
     hint = None
     if spy.is_enabled() and "backward" not in spy.calls:
         hint = "backward did not go through the scaled loss, so the gradients were never multiplied by the scale."
     elif ratio > 10:
-        hint = "the optimizer stepped on gradients still multiplied by the scale."
+        hint = f"the step is about S = {scale:g} times the true one: the optimizer met gradients still multiplied by S."
     elif ratio < 0.1:
-        hint = ("the update is far smaller than a float32 step: were the gradients clipped while still multiplied "
-                "by the scale (max_norm applies to the true gradients), or divided by the scale twice?")
+        hint = (f"the step is far smaller than the true one (the scale S is {scale:g}): what the optimizer used, or "
+                "the norm that max_norm was compared with, was off by a factor of S.")
     elif "clipped" in what:
-        hint = "the gradients were not clipped to max_norm (their true total norm is larger), or clipped wrongly."
+        hint = "the step is not the true gradients clipped to a total norm of max_norm."
     checks.expect(False, f"{what}: the parameters moved by {ratio:.3g} times what one optimizer step on the loss's "
                          f"true gradients gives (largest difference {error:.3g}; the scaler saw: {spy.calls})."
                          + (f"\nLikely mistake: {hint}" if hint else ""))
 
 
 def check_scaled_update(fn: Callable) -> None:
-    """Visible checks of exercise 2: a finite step, a clipped one, an overflow, a disabled scaler."""
+    """Visible checks of exercise 2: a finite step, one after which the scale grows, a clipped one, an overflow,
+    a disabled scaler."""
     from autograder.kernel import checks
 
     torch.manual_seed(22)
@@ -164,6 +168,18 @@ def check_scaled_update(fn: Callable) -> None:
                   f"after one good step the scale should still be 1024 (it grows only after growth_interval good "
                   f"steps); it is {spy.get_scale():g} (the scaler saw: {spy.calls}).")
 
+    spy_g = RecordingScaler("cpu", init_scale=2.0 ** 10, growth_interval=1)
+    got_g, moved_g, want_g = _run(fn, 26, x, y, spy_g)
+    _expect_true_move(moved_g, want_g, spy_g, "a finite step with growth_interval=1")
+    checks.expect(spy_g.get_scale() == 2.0 ** 11,
+                  f"with growth_interval=1 the scale should double after one good step, from 1024 to 2048; it is "
+                  f"{spy_g.get_scale():g} (the scaler saw: {spy_g.calls})."
+                  + ("\nLikely mistake: the scaler never updated its scale." if "update" not in spy_g.calls else ""))
+    checks.expect(got_g is True,
+                  f"with growth_interval=1, a finite step: the parameters moved as one optimizer step on the true "
+                  f"gradients moves them and the scale then grew from 1024 to 2048, as its schedule says; yet the "
+                  f"call returned {got_g!r}. A step that was taken is reported as True, whatever the scale did.")
+
     spy_c = RecordingScaler("cpu", init_scale=2.0 ** 10)
     checks.expect(_wanted_move(_probe(25)[0], x, y, None).norm().item() > 2 * LR * TRUE_NORM_CUT,
                   "internal: the clipping check needs gradients larger than max_norm")
@@ -174,8 +190,8 @@ def check_scaled_update(fn: Callable) -> None:
     got_i, moved_i, _ = _run(fn, 23, x, y, spy_i)
     calls_i = f"(the scaler saw: {spy_i.calls})"
     checks.expect(bool((moved_i == 0).all()),
-                  f"the gradients were inf (an overflow) and yet the parameters changed {calls_i}."
-                  "\nLikely mistake: the optimizer stepped without the scaler deciding whether the step is safe.")
+                  f"the gradients were inf (an overflow) and yet the parameters changed {calls_i}: an overflowing "
+                  "step must leave every parameter as it was.")
     checks.expect(spy_i.get_scale() == 2.0 ** 9,
                   f"after an overflow the scale should go down from 1024 to 512 for the next step; it is "
                   f"{spy_i.get_scale():g} {calls_i}."

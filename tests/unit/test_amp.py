@@ -178,6 +178,8 @@ def test_figures_have_titles_and_labelled_axes():
 
 def test_scale_history_halves_at_each_overflow_and_grows_back():
     scales, skipped = amp.scale_history(16, {4, 5, 11}, init_scale=2.0 ** 10, growth_interval=3)
+    assert amp.scale_history(3, set(), init_scale=2.0 ** 10, growth_interval=1) == ([2048.0, 4096.0, 8192.0],
+                                                                                   [False, False, False])
     assert [int(s) for s in scales] == [1024, 1024, 2048, 1024, 512, 512, 512, 1024, 1024, 1024, 512, 512, 512,
                                         1024, 1024, 1024]
     assert [k for k, s in enumerate(skipped, 1) if s] == [4, 5, 11]
@@ -205,16 +207,21 @@ def _answer(table: str, exercise: str, name: str):
 
 
 WRONG_STEPS = [   # the pitfall table's answer -> what the visible check must say about it
+    ("PITFALLS", "the draft as handed over (three lines wrong)", "whatever the scale did"),
+    ("PITFALLS", "the draft with its result fixed, still clipping the scaled gradients and stepping through "
+                 "overflows", "off by a factor of S"),
+    ("PLAUSIBLE", "the draft with its clip and its step fixed, its result still 'the scale did not change'",
+     "yet the call returned False"),
     ("PLAUSIBLE", "unscale_ then optimizer.step(): a finite step is right, an overflowing one writes inf into the "
                   "weights", "gradients were inf"),
-    ("PITFALLS", "clips before scaler.unscale_ (max_norm meets scaled gradients)", "clipped while still multiplied"),
+    ("PITFALLS", "clips before scaler.unscale_ (max_norm meets scaled gradients)", "off by a factor of S"),
     ("PITFALLS", "always returns True (a skipped step reported as taken)", "report a skipped step as False"),
     ("PITFALLS", "backward on the unscaled loss", "backward ran on the unscaled loss"),
     ("PITFALLS", "optimizer.step() instead of scaler.step(optimizer)", "stepped directly"),
     ("PITFALLS", "no scaler.update()", "never updated its scale"),
-    ("PLAUSIBLE", "ignores max_norm (no clipping)", "not clipped to max_norm"),
+    ("PLAUSIBLE", "ignores max_norm (no clipping)", "not the true gradients clipped"),
     ("PLAUSIBLE", "unscale_ twice when clipping (before the clip and again by hand): the update is divided by S twice",
-     "divided by the scale twice"),
+     "off by a factor of S"),
 ]
 
 
@@ -231,6 +238,32 @@ def test_visible_checks_pass_the_right_answers_and_the_solution_alike():
                             ("autocast_output_dtypes", amp_checks.check_autocast_output_dtypes)):
         for name in kit.load_pitfall_module("08_mixed_precision").RIGHT_ANSWERS[exercise]:
             check(_answer("RIGHT_ANSWERS", exercise, name))
+
+
+def test_the_draft_in_the_lesson_is_the_pitfall_table_s():
+    """The lesson's scaled_update_draft (the code exercise 2 starts from) is the table's DRAFT, word for word but
+    for the name: the pitfall tests then prove that the code the student is handed fails the visible checks."""
+    import re
+
+    import nbformat
+
+    from autograder import course
+
+    import coursekit as kit
+
+    nb = nbformat.read(course.solution_path("08_mixed_precision"), as_version=4)
+    cell = next(c for c in nb.cells if c.cell_type == "code" and "def scaled_update_draft(" in c.source)
+    assert cell.metadata["pte"]["starting_point_of"] == ["ex-scaled-update"]
+    given = cell.source.split("\n\n\n")[0].replace("def scaled_update_draft(", "def scaled_update(")
+    given = re.sub(r'\n    """.*?"""', "", given, count=1, flags=re.S)
+    assert given.strip() == kit.load_pitfall_module("08_mixed_precision").DRAFT.strip()
+
+
+def test_a_first_group_only_clip_passes_the_visible_checks():
+    """The hidden-only answer (clips param_groups[0] alone) meets every visible check: the visible optimizers have
+    one group, and the hidden test's two-group optimizer is what tells it apart."""
+    name = "clips the first parameter group only (the visible checks' optimizers have one)"
+    amp_checks.check_scaled_update(_answer("HIDDEN_ONLY", "scaled_update", name))
 
 
 def test_an_inspection_that_leaves_the_model_in_eval_mode_is_named():
@@ -365,10 +398,10 @@ if __name__ == "__main__":
 
 
 def test_grad_norms_scaled_and_unscaled_differ_by_exactly_the_scale():
-    """Section 4's measurement: the norm after the scaled backward pass is S times the norm after unscale_."""
+    """Section 4's measurement: the norm after the scaled backward pass is S times the true gradients' norm."""
     torch.manual_seed(0)
     net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
     xb, yb = torch.randn(32, 8), torch.randint(0, 3, (32,))
     scaled, true = amp.grad_norms_scaled_and_unscaled(net, xb, yb, init_scale=2.0 ** 10)
     assert true > 0 and scaled / true == 2.0 ** 10
-    assert nn.utils.get_total_norm([p.grad for p in net.parameters()]).item() == true
+    assert nn.utils.get_total_norm([p.grad for p in net.parameters()]).item() == scaled   # the model keeps them

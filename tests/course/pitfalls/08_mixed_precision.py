@@ -2,13 +2,33 @@
 
 The curriculum lists the pitfalls of the scaler (backward on the unscaled loss, optimizer.step() instead of
 scaler.step(optimizer), no scaler.update()): in the sixth edition they belong to scaled_update, the end of a
-mixed-precision step (the loop around it is lesson 04's); the curriculum's "forward pass outside autocast" is
-autocast_output_dtypes' "runs the model outside autocast". param_memory_bytes became an ungraded warm-up.
+mixed-precision step (the loop around it is lesson 04's), which the student repairs from the lesson's
+scaled_update_draft (DRAFT below, the lesson's cell word for word but for the name: tests/unit/test_amp.py); the
+curriculum's "forward pass outside autocast" is autocast_output_dtypes' "runs the model outside autocast".
+param_memory_bytes became an ungraded warm-up.
 """
+
+# The lesson's scaled_update_draft, handed over: it clips the scaled gradients, steps the optimizer through an
+# overflow, and reports a step after which the scale grew as skipped. Right with a disabled scaler.
+DRAFT = '''
+def scaled_update(loss, optimizer, scaler, max_norm=None):
+    scale = scaler.get_scale()
+    scaler.scale(loss).backward()
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    if max_norm is not None:
+        nn.utils.clip_grad_norm_(params, max_norm)
+    scaler.unscale_(optimizer)
+    optimizer.step()
+    scaler.update()
+    return scaler.get_scale() == scale
+'''
 
 
 PITFALLS = {
     "scaled_update": {
+        "the draft as handed over (three lines wrong)": DRAFT,
+        "the draft with its result fixed, still clipping the scaled gradients and stepping through overflows":
+            DRAFT.replace("return scaler.get_scale() == scale", "return scaler.get_scale() >= scale"),
         "backward on the unscaled loss": '''
 def scaled_update(loss, optimizer, scaler, max_norm=None):
     before = scaler.get_scale()
@@ -105,6 +125,19 @@ def autocast_output_dtypes(model, x, device_type, dtype):
 
 # Wrong answers that pass every visible check and fail only the hidden ones (other inputs).
 HIDDEN_ONLY = {
+    "scaled_update": {
+        "clips the first parameter group only (the visible checks' optimizers have one)": '''
+def scaled_update(loss, optimizer, scaler, max_norm=None):
+    scale = scaler.get_scale()
+    scaler.scale(loss).backward()
+    if max_norm is not None:
+        scaler.unscale_(optimizer)
+        nn.utils.clip_grad_norm_(optimizer.param_groups[0]["params"], max_norm)
+    scaler.step(optimizer)
+    scaler.update()
+    return scaler.get_scale() >= scale
+''',
+    },
     "autocast_output_dtypes": {
         "direct children only (named_children): nested modules are missing": '''
 def autocast_output_dtypes(model, x, device_type, dtype):
@@ -126,6 +159,16 @@ def autocast_output_dtypes(model, x, device_type, dtype):
 # Mistakes students make that the spec's pitfall list does not name; the hidden checks reject each on values.
 PLAUSIBLE = {
     "scaled_update": {
+        "the draft with its clip and its step fixed, its result still 'the scale did not change'":
+            DRAFT.replace("""    params = [p for group in optimizer.param_groups for p in group["params"]]
+    if max_norm is not None:
+        nn.utils.clip_grad_norm_(params, max_norm)
+    scaler.unscale_(optimizer)
+    optimizer.step()""", """    params = [p for group in optimizer.param_groups for p in group["params"]]
+    scaler.unscale_(optimizer)
+    if max_norm is not None:
+        nn.utils.clip_grad_norm_(params, max_norm)
+    scaler.step(optimizer)"""),
         "unscale_ then optimizer.step(): a finite step is right, an overflowing one writes inf into the weights": '''
 def scaled_update(loss, optimizer, scaler, max_norm=None):
     params = [p for g in optimizer.param_groups for p in g["params"]]
@@ -252,6 +295,18 @@ def autocast_output_dtypes(model, x, device_type, dtype):
 # Correct answers written differently: they keep full marks.
 RIGHT_ANSWERS = {
     "scaled_update": {
+        "unscale_ always, a skip told by the unscaled gradients (all finite?), inf checked before clipping": '''
+def scaled_update(loss, optimizer, scaler, max_norm=None):
+    scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)
+    params = [p for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
+    finite = all(bool(torch.isfinite(p.grad).all()) for p in params)
+    if max_norm is not None:
+        torch.nn.utils.clip_grad_norm_(params, max_norm)
+    scaler.step(optimizer)
+    scaler.update()
+    return finite or not scaler.is_enabled()
+''',
         "unscale_ always, a skip seen in the parameters (did any move?), clip via parameters(); prints to stderr": '''
 import sys
 
