@@ -20,7 +20,8 @@ from torch import nn
 
 __all__ = [
     "caught", "error_line", "recorded_warnings", "mentions_shapes", "mentions_dtypes", "mentions_value",
-    "message_names", "outcome", "refusal", "batch_layout", "shape_trace", "GALLERY", "run_snippet", "print_gallery", "error_gallery",
+    "message_names", "outcome", "refusal", "batch_layout", "shape_trace", "GALLERY", "run_snippet", "print_gallery",
+    "error_gallery",
 ]
 
 
@@ -123,7 +124,8 @@ def refusal(fn: Callable[..., Any], *args: Any, naming: str = "shapes") -> str:
     try:
         fn(*args)
     except Exception as exc:  # which exception it was, and what it says, is the observation
-        return f"{type(exc).__name__} {'naming' if message_names(naming, str(exc), tensors) else 'without'} the {naming}"
+        named = message_names(naming, str(exc), tensors)
+        return f"{type(exc).__name__} {'naming' if named else 'without'} the {naming}"
     return "returned without raising"
 
 
