@@ -76,6 +76,23 @@ def test_release_leaks_no_solution_or_hidden_test(lesson):
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
+def test_every_test_cell_is_tagged_raises_exception(lesson):
+    """Run All in JupyterLab goes on past an unsolved exercise's failing test only where the test cell is tagged
+    ``raises-exception`` (test_browser.py proves what the tag does, and that Run All stops without it, on the first
+    lesson's release): every test cell of every committed release carries it, and no other cell does."""
+    release = nbformat.read(kit.REPO / "notebooks" / lesson / f"{lesson}.ipynb", as_version=4)
+    tests = {name: entry["test"] for name, entry in kit.exercises(release).items()}
+    assert tests, f"notebooks/{lesson} has no test cell"
+    untagged = [name for name, cell in tests.items() if "raises-exception" not in cell.metadata.get("tags", [])]
+    assert not untagged, f"notebooks/{lesson}: test cells without raises-exception (run `make release`): {untagged}"
+    solution = nbformat.read(course.solution_path(lesson), as_version=4)
+    tagged_before = {c.get("id") for c in solution.cells if "raises-exception" in c.metadata.get("tags", [])}
+    others = [c.get("id") for c in release.cells if "raises-exception" in c.metadata.get("tags", [])
+              and not kit.nbgrader_meta(c).get("grade") and c.get("id") not in tagged_before]
+    assert not others, f"notebooks/{lesson}: the release tagged cells that are not tests: {others}"
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
 def test_no_execution_timestamps(lesson):
     """Stored notebooks carry no per-run timing metadata (it would change on every release)."""
     for folder in ("solutions", "notebooks"):
