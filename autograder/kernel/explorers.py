@@ -1,4 +1,4 @@
-"""Lesson 01's figures (memory order, broadcasting), its stride explorer, and the visible checks of its exercises."""
+"""Lesson 01's figures (memory order, broadcasting), its stride explorer, and the checks of the course's conventions."""
 from __future__ import annotations
 
 import html
@@ -7,14 +7,12 @@ import itertools
 import math
 from typing import Any, Callable
 
-import numpy as np
 import torch
 
 from autograder.kernel import checks, private_apis
 
 __all__ = ["layout_report", "storage_offsets", "plot_memory_order", "stride_explorer", "SHAPES",
-           "expect_answer", "broadcast_report", "plot_broadcast", "check_new_object", "check_shares_storage_answers",
-           "check_flatten_answers", "check_copy_answers", "check_label_answers", "check_linear_answers"]
+           "expect_answer", "broadcast_report", "plot_broadcast", "check_new_object"]
 
 
 def layout_report(shape: tuple[int, ...], perm: tuple[int, ...]) -> dict:
@@ -247,9 +245,8 @@ def plot_broadcast(a_shape: tuple[int, ...], b_shape: tuple[int, ...], ax=None, 
     return ax
 
 
-# ---------------------------------------------------------------- the visible checks of the exercises
-# Each takes the student's function; the test cell seeds before calling it, and the inputs are drawn here in
-# a fixed order, so the expected values never stand in the test cell.
+# ---------------------------------------------------------------- the course's conventions, checked
+# The visible checks of the exercises themselves are in tensor_checks.py.
 
 def check_new_object(fn: Callable, args: tuple, label: str) -> None:
     """Two calls of ``fn(*args)`` must return two objects (and two tensors two storages): a result is built
@@ -261,106 +258,3 @@ def check_new_object(fn: Callable, args: tuple, label: str) -> None:
                             "\nLikely mistake: the result is kept and handed out again (a cache, a module-level "
                             "tensor): build it on every call, since a caller that changes one result changes the "
                             "other.")
-
-
-def check_shares_storage_answers(shares_storage: Callable) -> None:
-    """The visible checks of exercise 1."""
-    t = torch.randn(10)
-    arr = np.arange(6.0)
-    expect_answer(shares_storage, (t, t.view(2, 5)), True, "shares_storage(t, t.view(2, 5))",
-                  "t.view(2, 5) is a window on t's storage: same storage, other shape.")
-    expect_answer(shares_storage, (t, t.clone()), False, "shares_storage(t, t.clone())",
-                  "clone() copies the data into new storage.")
-    expect_answer(shares_storage, (t, t[3:]), True, "shares_storage(t, t[3:])",
-                  "t[3:] starts 3 elements later, so its data_ptr() differs, but it lives in t's storage: "
-                  "compare the storages, not the first elements.")
-    expect_answer(shares_storage, (t[:5], t[5:]), True, "shares_storage(t[:5], t[5:])",
-                  "the two halves do not overlap, yet both are windows on t's storage: sharing is about "
-                  "the storage, not about overlapping elements.")
-    expect_answer(shares_storage, (torch.empty(0), torch.empty(0)), False,
-                  "shares_storage(torch.empty(0), torch.empty(0))",
-                  "unrelated empty tensors own no memory; every storage of 0 bytes reports address 0. "
-                  "Return False when either storage is empty.")
-    expect_answer(shares_storage, (torch.from_numpy(arr), torch.from_numpy(arr)[2:]), True,
-                  "shares_storage(from_numpy(arr), from_numpy(arr)[2:])",
-                  "both tensors wrap the one buffer of the NumPy array arr. Each torch.from_numpy call builds its "
-                  "own storage object on that memory: compare where the storages start, not the objects.")
-
-
-_VIEW_HINT = {r"view size is not compatible|not compatible with input tensor's size and stride":
-              "`.view` needs compatible strides and fails on a permuted (non-contiguous) tensor; "
-              "`.reshape` views when it can and copies when it must."}
-
-
-def check_flatten_answers(flatten_features: Callable) -> None:
-    """The visible checks of exercise 2."""
-    batch = torch.randn(2, 3, 4)
-    checks.check_tensor(checks.call(flatten_features, batch, hints=_VIEW_HINT), batch.reshape(2, 12),
-                        "flatten_features(batch (2, 3, 4))")
-    permuted = batch.permute(0, 2, 1)
-    checks.check_tensor(checks.call(flatten_features, permuted, hints=_VIEW_HINT), permuted.reshape(2, 12),
-                        "flatten_features(batch.permute(0, 2, 1), shape (2, 4, 3))")
-    four_d = torch.randn(3, 2, 2, 5)
-    flat = checks.call(flatten_features, four_d, hints=_VIEW_HINT)
-    checks.check_tensor(flat, four_d.reshape(3, 20), "flatten_features(4-D input (3, 2, 2, 5))")
-    checks.check_shares_storage(flat, four_d, "flatten_features(contiguous (3, 2, 2, 5))",
-                                hint="a contiguous input can be flattened without copying: reshape returns a view "
-                                     "here, while clone() or torch.tensor(...) copy.")
-    two_d = torch.randn(4, 5)
-    flat = checks.call(flatten_features, two_d, hints=_VIEW_HINT)
-    checks.check_tensor(flat, two_d, "flatten_features(2-D input (4, 5))")
-    checks.expect(flat is not two_d,
-                  "flatten_features(2-D input (4, 5)) returned its input object itself: torch.flatten(x, 1) (and "
-                  "x.flatten(1)) hand back x unchanged when there is nothing to flatten. The course asks for a new "
-                  "object on every call, never the argument itself (a view of x, such as reshape's, is a new object): "
-                  "a caller that changes the result's shape in place would change x's.")
-
-
-def check_copy_answers(independent_copy: Callable) -> None:
-    """The visible checks of exercise 3, and the course's "a new object on every call"."""
-    leaf = torch.randn(3, requires_grad=True)
-    doubled = leaf * 2
-    snap = checks.call(independent_copy, doubled)
-    checks.check_tensor(snap, doubled.detach(), "independent_copy(doubled)")
-    checks.check_no_autograd_history(snap, "independent_copy(doubled)",
-                                     hint="autograd records .clone() (and copy_): detach from the graph before "
-                                          "copying, or copy where nothing is recorded.")
-    checks.check_own_storage(snap, doubled, "independent_copy(doubled)",
-                             hint=".detach() (and .data) return a tensor on the same storage: the data still "
-                                  "have to be copied.")
-    check_new_object(independent_copy, (doubled,), "independent_copy(doubled)")
-
-
-def check_label_answers(to_class_labels: Callable, rng: np.random.Generator) -> None:
-    """The visible checks of exercise 4; ``rng`` (seeded in the test cell) draws the labels."""
-    arr = rng.integers(0, 5, size=6).astype(np.float64)
-    checks.check_tensor(checks.call(to_class_labels, arr), torch.tensor(arr.astype(np.int64)),
-                        f"to_class_labels({arr.tolist()})")
-    gap = np.array([0.0, 3.0, 3.0, 1.0])
-    checks.check_tensor(checks.call(to_class_labels, gap), torch.tensor([0, 3, 3, 1]),
-                        "to_class_labels([0., 3., 3., 1.])",
-                        hints={"values": "keep the class numbers as they are: class 2 is simply absent here."})
-    one = np.array([4.0])
-    checks.check_tensor(checks.call(to_class_labels, one), torch.tensor([4]), "to_class_labels([4.]) (one label)",
-                        hints={"shape": "one label is still a 1-D tensor of shape (1,): do not squeeze."})
-    as_int32 = np.array([2, 0, 1], dtype=np.int32)
-    checks.check_tensor(checks.call(to_class_labels, as_int32), torch.tensor([2, 0, 1]),
-                        "to_class_labels(an int32 array [2, 0, 1])")
-
-
-def check_linear_answers(linear_forward: Callable) -> None:
-    """The visible checks of exercise 5."""
-    from torch import nn
-
-    hints = {r"shapes cannot be multiplied|size mismatch|must match":
-             "nn.Linear keeps weight as (out_features, in_features): the product needs it transposed.",
-             r"self must be a matrix|must be a matrix|2D":
-             "x may have extra leading dimensions (..., in_features): @ (torch.matmul) handles them, "
-             "torch.mm does not."}
-    lin = nn.Linear(3, 2)
-    weight, bias = lin.weight.detach(), lin.bias.detach()
-    for shape in [(4, 3), (2, 5, 3)]:
-        inputs = torch.randn(*shape)
-        checks.check_tensor(checks.call(linear_forward, inputs, weight, bias, hints=hints), lin(inputs).detach(),
-                            f"linear_forward(x {shape}, weight (2, 3), bias (2,))",
-                            hints={"values": "every output row is off by the same amounts: is the bias added?"})

@@ -1,4 +1,5 @@
-"""Lesson 01's package code: the stride explorer, the memory-order and broadcasting pictures, the checks."""
+"""Lesson 01's package code: the stride explorer, the memory-order and broadcasting pictures, the checks
+(explorers.py and tensor_checks.py)."""
 import matplotlib
 
 matplotlib.use("Agg")
@@ -12,8 +13,26 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from autograder.kernel import explorers
-from autograder.kernel.checks import CheckFailed
+import types  # noqa: E402
+
+import nbformat  # noqa: E402
+
+from autograder import course  # noqa: E402
+from autograder.kernel import explorers, tensor_checks  # noqa: E402
+from autograder.kernel.checks import CheckFailed  # noqa: E402
+
+
+def _solution() -> types.SimpleNamespace:
+    """Lesson 01's answer cells, run from the solution notebook (the checks are tested on the real answers)."""
+    namespace = {"np": np, "torch": torch}
+    nb = nbformat.read(course.solution_path("01_tensors_and_views"), as_version=4)
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id", "").startswith("ex_"):
+            exec(cell.source, namespace)
+    return types.SimpleNamespace(**namespace)
+
+
+solution = _solution()
 
 
 @pytest.fixture(autouse=True)
@@ -164,17 +183,15 @@ def test_check_new_object_accepts_fresh_results_and_explains_a_kept_one():
 
 def test_visible_checks_pass_the_solutions_and_fail_a_wrong_answer():
     torch.manual_seed(0)
-    explorers.check_shares_storage_answers(
-        lambda a, b: a.untyped_storage().nbytes() > 0 and b.untyped_storage().nbytes() > 0
-        and a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr())
-    explorers.check_flatten_answers(lambda x: x.reshape(x.shape[0], -1))
-    explorers.check_copy_answers(lambda t: t.detach().clone())
-    explorers.check_label_answers(lambda arr: torch.as_tensor(arr).long(), np.random.default_rng(0))
-    explorers.check_linear_answers(lambda x, w, b: x @ w.T + b)
+    tensor_checks.check_shares_storage_answers(solution.shares_storage)
+    tensor_checks.check_flatten_answers(solution.flatten_features)
+    tensor_checks.check_copy_answers(lambda t: t.detach().clone())
+    tensor_checks.check_label_answers(solution.to_class_labels, np.random.default_rng(0))
+    tensor_checks.check_linear_answers(solution.linear_forward)
     with pytest.raises(CheckFailed, match="is the bias added"):
-        explorers.check_linear_answers(lambda x, w, b: x @ w.T)
+        tensor_checks.check_linear_answers(lambda x, w, b: x @ w.T)
     with pytest.raises(CheckFailed, match="returned False, expected True"):
-        explorers.check_shares_storage_answers(lambda a, b: a.data_ptr() == b.data_ptr())
+        tensor_checks.check_shares_storage_answers(lambda a, b: a.data_ptr() == b.data_ptr())
 
 
 def test_plot_broadcast_keys_its_shading_unless_told_not_to():
@@ -183,10 +200,72 @@ def test_plot_broadcast_keys_its_shading_unless_told_not_to():
 
 
 def test_flatten_checks_refuse_the_input_object_itself():
-    """torch.flatten(x, 1) hands back x itself for a 2-D x: the course asks for a new object on every call, and a
-    visible check says so; a view of x (reshape's, or a slice of flatten's) is a new object and passes."""
+    """A 2-D x returned as itself fails with the convention's message; a window of x (a new object) passes."""
     torch.manual_seed(12)
+
+    def itself_when_2d(x):
+        return x if x.dim() == 2 else solution.flatten_features(x)
+
     with pytest.raises(CheckFailed, match="returned its input object itself"):
-        explorers.check_flatten_answers(lambda x: torch.flatten(x, 1))
-    explorers.check_flatten_answers(lambda x: x.reshape(x.shape[0], -1))
-    explorers.check_flatten_answers(lambda x: torch.flatten(x, 1)[:])
+        tensor_checks.check_flatten_answers(itself_when_2d)
+    tensor_checks.check_flatten_answers(lambda x: solution.flatten_features(x)[:])
+
+
+def test_shares_storage_checks_compare_memory_blocks_not_their_starts():
+    """The old answer (same storage start, non-empty) misses a NumPy view's storage inside another; closed
+    intervals call blocks side by side shared."""
+    def same_start(a, b):
+        sa, sb = a.untyped_storage(), b.untyped_storage()
+        return sa.nbytes() > 0 and sb.nbytes() > 0 and sa.data_ptr() == sb.data_ptr()
+
+    def closed(a, b):
+        sa, sb = a.untyped_storage(), b.untyped_storage()
+        if not sa.nbytes() or not sb.nbytes():
+            return False
+        return max(sa.data_ptr(), sb.data_ptr()) <= min(sa.data_ptr() + sa.nbytes(), sb.data_ptr() + sb.nbytes())
+
+    with pytest.raises(CheckFailed, match=r"from_numpy\(arr\[2:\]\)\) returned False"):
+        tensor_checks.check_shares_storage_answers(same_start)
+    with pytest.raises(CheckFailed, match=r"blocks side by side"):
+        tensor_checks.check_shares_storage_answers(closed)
+
+
+def test_flatten_checks_count_reshapes_and_find_a_needless_copy():
+    """reshape gives the right values and views, and is counted; a copy where a window exists is named."""
+    with pytest.raises(CheckFailed, match="called reshape"):
+        tensor_checks.check_flatten_answers(lambda x: x.reshape(x.shape[0], -1))
+
+    def copy_unless_contiguous(x):
+        packed = x.contiguous()
+        return packed.as_strided((x.shape[0], x.shape[1:].numel()), (x.shape[1:].numel(), 1))
+
+    with pytest.raises(CheckFailed, match=r"x\[::2\].*is a copy"):
+        tensor_checks.check_flatten_answers(copy_unless_contiguous)
+
+
+def test_label_checks_refuse_truncation_shared_memory_and_ignored_rows():
+    rng = np.random.default_rng(0)
+    with pytest.raises(CheckFailed, match="returned labels without complaint"):
+        tensor_checks.check_label_answers(lambda arr: torch.tensor(arr.argmax(1) if arr.ndim == 2 else arr,
+                                                                   dtype=torch.long), rng)
+
+    def shares(arr):
+        solution.to_class_labels(arr)
+        return torch.as_tensor(arr.argmax(1) if arr.ndim == 2 else arr).long()
+
+    with pytest.raises(CheckFailed, match="share its memory"):
+        tensor_checks.check_label_answers(shares, np.random.default_rng(0))
+    with pytest.raises(CheckFailed, match="one class per row"):
+        tensor_checks.check_label_answers(lambda arr: torch.tensor(arr, dtype=torch.long), np.random.default_rng(0))
+
+
+def test_linear_checks_want_named_value_errors():
+    def unnamed(x, w, b):
+        if x.shape[-1] != w.shape[1] or (b is not None and b.shape != (w.shape[0],)):
+            raise ValueError("shapes do not fit")
+        return solution.linear_forward(x, w, b)
+
+    with pytest.raises(CheckFailed, match="does not name both sizes 5 and 3"):
+        tensor_checks.check_linear_answers(unnamed)
+    with pytest.raises(CheckFailed, match="expected a ValueError"):
+        tensor_checks.check_linear_answers(lambda x, w, b: x @ w.T if b is None else x @ w.T + b)

@@ -1,6 +1,68 @@
 """Wrong answers for lesson 01: each embodies one listed pitfall (exercise -> pitfall -> answer cell)."""
 from coursekit import FORGED_OBSERVE
 
+SAME_START = '''
+def shares_storage(a, b):
+    sa, sb = a.untyped_storage(), b.untyped_storage()
+    return sa.nbytes() > 0 and sb.nbytes() > 0 and sa.data_ptr() == sb.data_ptr()
+'''
+
+# The solution's window, by hand; the wrong answers below change one decision of it.
+WINDOW = '''
+def _window(x):
+    n, rest = x.shape[0], x.shape[1:].numel()
+    kept = [(size, stride) for size, stride in zip(x.shape[1:], x.stride()[1:]) if size != 1]
+    if all(outer == size * inner for (_, outer), (size, inner) in zip(kept, kept[1:])):
+        return x.as_strided((n, rest), (x.stride(0), kept[-1][1] if kept else 1), x.storage_offset())
+    return None
+
+
+def _packed(x):
+    packed = x.contiguous()
+    rest = x.shape[1:].numel()
+    return packed.as_strided((x.shape[0], rest), (rest, 1), packed.storage_offset())
+'''
+
+COPY_UNLESS_CONTIGUOUS = WINDOW + '''
+
+def flatten_features(x):
+    return _window(x) if x.is_contiguous() else _packed(x)
+'''
+
+# The solution's checks of the labels; the wrong answers below change one decision.
+LABEL_CHECKS = '''
+def _checked(arr):
+    if arr.ndim != 1:
+        raise ValueError(f"labels must be 1-D class numbers or 2-D rows, got shape {arr.shape}")
+    for value in arr.tolist():
+        if not (value >= 0 and value % 1 == 0):
+            raise ValueError(f"label {value} is not a class number")
+    return arr
+'''
+
+TRUNCATES = '''
+def to_class_labels(arr):
+    if arr.ndim == 2:
+        return torch.tensor(arr.argmax(axis=1), dtype=torch.long)
+    return torch.tensor(arr, dtype=torch.long)
+'''
+
+LABELS_SHARE = LABEL_CHECKS + '''
+
+def to_class_labels(arr):
+    if arr.ndim == 2:
+        return torch.tensor(arr.argmax(axis=1), dtype=torch.long)
+    return torch.as_tensor(_checked(arr)).long()
+'''
+
+LINEAR_CHECKS = '''
+def _fits(x, weight, bias):
+    if x.shape[-1] != weight.shape[1]:
+        raise ValueError(f"x has {x.shape[-1]} features, the weight expects {weight.shape[1]}")
+    if bias is not None and tuple(bias.shape) != (weight.shape[0],):
+        raise ValueError(f"bias has shape {tuple(bias.shape)}, the weight has {weight.shape[0]} outputs")
+'''
+
 PITFALLS = {
     "shares_storage": {
         "compares data_ptr(), which moves with the storage offset": '''
@@ -25,8 +87,21 @@ def shares_storage(a, b):
 def shares_storage(a, b):
     return a.untyped_storage() is b.untyped_storage()
 ''',
+        "compares where the storages start: from_numpy(arr[2:])'s storage starts inside from_numpy(arr)'s": SAME_START,
+        "closed intervals: two blocks side by side meet at an address that belongs to neither": '''
+def shares_storage(a, b):
+    sa, sb = a.untyped_storage(), b.untyped_storage()
+    if sa.nbytes() == 0 or sb.nbytes() == 0:
+        return False
+    return max(sa.data_ptr(), sb.data_ptr()) <= min(sa.data_ptr() + sa.nbytes(), sb.data_ptr() + sb.nbytes())
+''',
     },
     "flatten_features": {
+        "reshape: the right values and views, but reshape decides the layout (the exercise is by hand)": '''
+def flatten_features(x):
+    return x.reshape(x.shape[0], -1)
+''',
+        "copies whenever x is not contiguous, though x[::2] and x[:, :, ::2] have a window": COPY_UNLESS_CONTIGUOUS,
         "torch.flatten(x, 1) returns x itself for a 2-D input, not a new object": '''
 def flatten_features(x):
     return torch.flatten(x, start_dim=1)
@@ -65,6 +140,13 @@ def independent_copy(t):
 def independent_copy(t):
     return torch.empty_like(t).copy_(t)
 ''',
+        "the colleague's snapshot as given: contiguous() and to() return their input when they have nothing to do": '''
+def independent_copy(t):
+    copy = t.detach()
+    if not copy.is_contiguous():
+        copy = copy.contiguous()
+    return copy.to(torch.float32)
+''',
     },
     "to_class_labels": {
         "from_numpy keeps float64": '''
@@ -75,6 +157,12 @@ def to_class_labels(arr):
 def to_class_labels(arr):
     return torch.from_numpy(arr).int()
 ''',
+        "converts without testing: .long() cuts 2.5 to 2 and hands a wrong class on silently": TRUNCATES,
+        "treats every array as class numbers: one-hot rows come back as a 2-D tensor": '''
+def to_class_labels(arr):
+    return torch.tensor(arr, dtype=torch.long)
+''',
+        "shares an int64 array's memory: as_tensor wraps it and .long() has nothing to do": LABELS_SHARE,
     },
     "linear_forward": {
         "x @ weight only passes for square weights": '''
@@ -89,6 +177,18 @@ def linear_forward(x, weight, bias):
 def linear_forward(x, weight, bias):
     return torch.mm(x, weight.t()) + bias
 ''',
+        "no shape check: a mismatch raises torch's RuntimeError, not a ValueError that names the sizes": '''
+def linear_forward(x, weight, bias):
+    out = x @ weight.T
+    return out if bias is None else out + bias
+''',
+        "a ValueError that does not say which sizes clash": '''
+def linear_forward(x, weight, bias):
+    if x.shape[-1] != weight.shape[1] or (bias is not None and bias.shape != (weight.shape[0],)):
+        raise ValueError("the shapes do not fit")
+    out = x @ weight.T
+    return out if bias is None else out + bias
+''',
     },
 }
 
@@ -100,10 +200,37 @@ def independent_copy(t):
     return torch.tensor(t.tolist())
 ''',
     },
+    "flatten_features": {
+        "lets the strides of size-1 dimensions decide, so rows x[::2] with odd size-1 strides get a needless copy": WINDOW
+        .replace("if size != 1]", "]") + '''
+
+def flatten_features(x):
+    window = _window(x)
+    return _packed(x) if window is None else window
+''',
+    },
     "linear_forward": {
-        "flattens the leading dimensions with flatten(0, -2), which fails on a single example": '''
+        "flattens the leading dimensions with flatten(0, -2), which fails on a single example": LINEAR_CHECKS + '''
+
 def linear_forward(x, weight, bias):
-    return (x.flatten(0, -2) @ weight.T + bias).reshape(*x.shape[:-1], weight.shape[0])
+    _fits(x, weight, bias)
+    flat = x.flatten(0, -2) @ weight.T
+    if bias is not None:
+        flat = flat + bias
+    return flat.reshape(*x.shape[:-1], weight.shape[0])
+''',
+    },
+    "to_class_labels": {
+        "int(value) to test a label: int(inf) raises OverflowError, not a ValueError": '''
+def to_class_labels(arr):
+    if arr.ndim == 2:
+        return torch.tensor(arr.argmax(axis=1), dtype=torch.long)
+    if arr.ndim != 1:
+        raise ValueError(f"expected 1-D or 2-D labels, got shape {arr.shape}")
+    for value in arr.tolist():
+        if value != value or value < 0 or value != int(value):
+            raise ValueError(f"label {value} is not a class number")
+    return torch.tensor(arr, dtype=torch.long)
 ''',
     },
 }
@@ -266,25 +393,37 @@ def linear_forward(x, weight, bias):
 # Correct answers written differently: they keep full marks.
 RIGHT_ANSWERS = {
     "shares_storage": {
-        "compares the storages' start and size, printing to stdout and stderr": '''
+        "compares the storages' intervals the other way round, printing to stdout and stderr": '''
 def shares_storage(a, b):
     import sys
     sa, sb = torch.Tensor.untyped_storage(a), torch.Tensor.untyped_storage(b)
     print("storage sizes in bytes:", sa.nbytes(), sb.nbytes())
-    print("comparing storage addresses", file=sys.stderr)
+    print("comparing storage intervals", file=sys.stderr)
     if sa.nbytes() == 0 or sb.nbytes() == 0:
         return False
-    return bool(sa.data_ptr() == sb.data_ptr())
+    a_end, b_end = sa.data_ptr() + sa.nbytes(), sb.data_ptr() + sb.nbytes()
+    return not (a_end <= sb.data_ptr() or b_end <= sa.data_ptr())
 ''',
     },
     "flatten_features": {
-        "torch.flatten(x, start_dim=1)[:]: a slice is a new view, also of a 2-D input": '''
+        "walks the feature dimensions from the inside out, and copies with clone(memory_format=...)": '''
 def flatten_features(x):
-    return torch.flatten(x, start_dim=1)[:]
-''',
-        "contiguous() first (a no-op when it is already), then view": '''
-def flatten_features(x):
-    return x.contiguous().view(len(x), -1)
+    n, rest = x.shape[0], 1
+    for size in x.shape[1:]:
+        rest *= size
+    step, reach, fits = 1, None, True
+    for size, stride in reversed(list(zip(x.shape[1:], x.stride()[1:]))):
+        if size == 1:
+            continue
+        if reach is None:
+            step = stride
+        elif stride != reach:
+            fits = False
+        reach = stride * size
+    if fits:
+        return x.as_strided((n, rest), (x.stride(0), step), x.storage_offset())
+    packed = x.clone(memory_format=torch.contiguous_format)
+    return packed.as_strided((n, rest), (rest, 1))
 ''',
     },
     "independent_copy": {
@@ -299,22 +438,48 @@ def independent_copy(t):
 ''',
     },
     "to_class_labels": {
-        "torch.tensor(arr, dtype=torch.long)": '''
+        "in torch: argmax over dim 1, a mask of bad labels, a copy with to(copy=True)": '''
 def to_class_labels(arr):
-    return torch.tensor(arr, dtype=torch.long)
+    t = torch.as_tensor(arr)
+    if t.dim() == 2:
+        return t.argmax(dim=1)
+    if t.dim() != 1:
+        raise ValueError(f"expected 1 or 2 dimensions, got {t.dim()}")
+    as_float = t.double()
+    bad = ~torch.isfinite(as_float) | (as_float < 0) | (as_float != as_float.floor())
+    if bad.any():
+        raise ValueError(f"not a class number: {as_float[bad][0].item()}")
+    return t.to(torch.long, copy=True)
 ''',
-        "NumPy's astype first, then from_numpy": '''
+        "NumPy's checks and astype, then from_numpy": '''
 def to_class_labels(arr):
+    if arr.ndim == 2:
+        return torch.from_numpy(np.argmax(arr, axis=1).astype(np.int64))
+    if arr.ndim != 1:
+        raise ValueError(f"labels of shape {arr.shape}")
+    bad = ~np.isfinite(arr) | (arr < 0) | (np.mod(arr, 1) != 0)
+    if bad.any():
+        raise ValueError(f"bad label {arr[bad][0]}")
     return torch.from_numpy(arr.astype(np.int64))
 ''',
     },
     "linear_forward": {
-        "an einsum over any leading dimensions": '''
+        "an einsum over any leading dimensions": LINEAR_CHECKS + '''
+
 def linear_forward(x, weight, bias):
-    return torch.einsum("...i,oi->...o", x, weight) + bias
+    _fits(x, weight, bias)
+    out = torch.einsum("...i,oi->...o", x, weight)
+    return out if bias is None else out + bias
 ''',
-        "float64 inside, back to x's dtype": '''
+        "float64 inside, back to x's dtype, a zero bias for None": '''
 def linear_forward(x, weight, bias):
+    n_out, n_in = weight.shape
+    if x.shape[-1] != n_in:
+        raise ValueError(f"in_features: x gives {x.shape[-1]}, weight wants {n_in}")
+    if bias is None:
+        bias = torch.zeros(n_out, dtype=x.dtype)
+    if bias.dim() != 1 or len(bias) != n_out:
+        raise ValueError(f"bias length {bias.shape[0] if bias.dim() else 0} != out_features {n_out}")
     return (x.double() @ weight.double().mT + bias.double()).to(x.dtype)
 ''',
     },
@@ -324,36 +489,52 @@ def linear_forward(x, weight, bias):
 # that rule alone and loses the exercise's points (test_pitfalls.py, test_rule_breaker_loses_its_points).
 RULES = {
     "shares_storage": {
-        "one storage, any window":
+        "any window on shared memory":
             PITFALLS["shares_storage"]["tests whether the two element spans overlap (disjoint slices share a "
                                        "storage too)"],
-        "a copy is not a window": '''
+        "copies are apart": '''
 def shares_storage(a, b):
     sa, sb = a.untyped_storage(), b.untyped_storage()
     return sa.nbytes() > 0 and sa.nbytes() == sb.nbytes()
 ''',
-        "an empty storage shares nothing":
+        "memory, not objects": SAME_START,
+        "an empty block shares nothing":
             PITFALLS["shares_storage"]["compares storage addresses, so two unrelated empty tensors (address 0) share"],
-        "NumPy buffers count":
-            PITFALLS["shares_storage"]["compares storage objects with `is`, but each from_numpy call builds its own "
-                                       "storage object on the one buffer"],
-        "a Python `bool`":
-            PLAUSIBLE["shares_storage"]["short-circuits on nbytes(), so an empty storage returns the int 0, not False"],
+        "a Python `bool`": '''
+def shares_storage(a, b):
+    sa, sb = a.untyped_storage(), b.untyped_storage()
+    start = max(sa.data_ptr(), sb.data_ptr())
+    return torch.tensor(start < min(sa.data_ptr() + sa.nbytes(), sb.data_ptr() + sb.nbytes()))
+''',
     },
     "flatten_features": {
-        "shape `(N, d1*d2*...)`":
-            PLAUSIBLE["flatten_features"]["squeezes first, so a batch of one loses its batch dimension"],
-        "logical order": '''
+        "shape `(N, d1*d2*...)`": WINDOW + '''
+
 def flatten_features(x):
-    if x.is_contiguous():
-        return x.view(x.shape[0], -1)
-    in_memory_order = sorted(range(1, x.dim()), key=lambda d: -x.stride(d))
-    return x.permute(0, *in_memory_order).reshape(x.shape[0], -1)
+    window = _window(x)
+    out = _packed(x) if window is None else window
+    return out[0] if len(out) == 1 else out
 ''',
-        "any layout": PITFALLS["flatten_features"][".view fails on non-contiguous input"],
-        "a view when the layout allows": PITFALLS["flatten_features"]["always copies, even when a view is possible"],
-        "a new tensor object":
-            PITFALLS["flatten_features"]["torch.flatten(x, 1) returns x itself for a 2-D input, not a new object"],
+        "logical order": WINDOW + '''
+
+def flatten_features(x):
+    window = _window(x)
+    if window is not None:
+        return window
+    in_memory_order = sorted(range(1, x.dim()), key=lambda d: -x.stride(d))
+    return _packed(x.permute(0, *in_memory_order))
+''',
+        "a view whenever one exists": COPY_UNLESS_CONTIGUOUS,
+        "a new tensor object": WINDOW + '''
+
+def flatten_features(x):
+    if x.dim() == 2:
+        return x
+    window = _window(x)
+    return _packed(x) if window is None else window
+''',
+        "by hand": PITFALLS["flatten_features"]["reshape: the right values and views, but reshape decides the layout "
+                                                "(the exercise is by hand)"],
     },
     "independent_copy": {
         "same values, shape, dtype and device":
@@ -364,27 +545,68 @@ def flatten_features(x):
             PLAUSIBLE["independent_copy"]["detach_() cuts the source itself out of the graph before copying it"],
     },
     "to_class_labels": {
-        "dtype `torch.long`": PITFALLS["to_class_labels"][".int() gives int32, not torch.long"],
-        "a 1-D tensor, one entry per label":
-            PLAUSIBLE["to_class_labels"]["squeeze() turns a single label into a 0-D tensor"],
-        "the same class numbers": '''
+        "class indices out": LABELS_SHARE,
+        "class numbers in": LABEL_CHECKS + '''
+
 def to_class_labels(arr):
     # renumbers the classes that occur as 0, 1, 2, ...: a missing class shifts every label above it
-    return torch.unique(torch.as_tensor(arr), return_inverse=True)[1].long()
+    if arr.ndim == 2:
+        return torch.tensor(arr.argmax(axis=1), dtype=torch.long)
+    return torch.tensor(np.unique(_checked(arr), return_inverse=True)[1], dtype=torch.long)
 ''',
-        "any numeric dtype in": '''
+        "rows in": LABEL_CHECKS + '''
+
 def to_class_labels(arr):
-    if arr.dtype != np.float64:
-        raise TypeError(f"expected float64 labels, got {arr.dtype}")
-    return torch.from_numpy(arr).long()
+    # the last column that holds the largest value, not the first
+    if arr.ndim == 2:
+        return torch.tensor(arr.shape[1] - 1 - arr[:, ::-1].argmax(axis=1), dtype=torch.long)
+    return torch.tensor(_checked(arr), dtype=torch.long)
+''',
+        "bad labels raise": TRUNCATES,
+        "other shapes raise": LABEL_CHECKS + '''
+
+def to_class_labels(arr):
+    arr = np.atleast_1d(arr)
+    if arr.ndim > 2:
+        arr = arr.reshape(arr.shape[0], -1)
+    if arr.ndim == 2:
+        return torch.tensor(arr.argmax(axis=1), dtype=torch.long)
+    return torch.tensor(_checked(arr), dtype=torch.long)
 ''',
     },
     "linear_forward": {
-        "weight in its `(out, in)` layout": PITFALLS["linear_forward"]["x @ weight only passes for square weights"],
-        "plus the bias": PITFALLS["linear_forward"]["forgets the bias"],
-        "any leading dimensions": PITFALLS["linear_forward"]["torch.mm takes only 2-D input"],
-        "by hand": '''
+        "`nn.Linear`'s outputs": LINEAR_CHECKS + '''
+
 def linear_forward(x, weight, bias):
+    _fits(x, weight, bias)
+    out = x @ weight  # the weight as if it were (in, out): runs only for a square one
+    return out if bias is None else out + bias
+''',
+        "any leading dimensions": LINEAR_CHECKS + '''
+
+def linear_forward(x, weight, bias):
+    _fits(x, weight, bias)
+    out = torch.mm(x.reshape(-1, x.shape[-1]), weight.T).reshape(-1, weight.shape[0])
+    return out if bias is None else out + bias
+''',
+        "features that do not fit": '''
+def linear_forward(x, weight, bias):
+    if bias is not None and tuple(bias.shape) != (weight.shape[0],):
+        raise ValueError(f"bias has shape {tuple(bias.shape)}, the weight has {weight.shape[0]} outputs")
+    out = x @ weight.T
+    return out if bias is None else out + bias
+''',
+        "a bias that does not fit": '''
+def linear_forward(x, weight, bias):
+    if x.shape[-1] != weight.shape[1]:
+        raise ValueError(f"x has {x.shape[-1]} features, the weight expects {weight.shape[1]}")
+    out = x @ weight.T
+    return out if bias is None else out + bias
+''',
+        "by hand": LINEAR_CHECKS + '''
+
+def linear_forward(x, weight, bias):
+    _fits(x, weight, bias)
     return torch.nn.functional.linear(x, weight, bias)
 ''',
     },
