@@ -196,7 +196,7 @@ GALLERY: list[tuple[str, str, str]] = [
     ("two tensors that do not broadcast",
      "torch.zeros(2, 5) + torch.zeros(2, 3)",
      "Broadcasting lines sizes up from the right. In dimension 1 they are 5 and 3: "
-     "neither equal nor 1. A shape error that never says 'shape'."),
+     "neither equal nor 1."),
     ("view into a shape that does not fit",
      "torch.zeros(3, 4).view(5, -1)",
      "12 elements cannot be cut into rows of 5."),
@@ -220,7 +220,7 @@ GALLERY: list[tuple[str, str, str]] = [
      "'long int' is torch.int64, what arange makes from integers. Matrix products need one dtype."),
     ("float ids into an embedding",
      "emb = nn.Embedding(10, 4)\nemb(torch.tensor([1., 3.]))",
-     "'Scalar type' is another name for dtype: the ids must be Long or Int, not a FloatTensor."),
+     "The ids index rows of the table: they must be integers, Long or Int, not a FloatTensor."),
     ("batched product of float32 and float64",
      "torch.bmm(torch.ones(2, 3, 4), torch.ones(2, 4, 5, dtype=torch.float64))",
      "'expected scalar type Float but found Double': float32 meets float64."),
