@@ -75,16 +75,27 @@ DISPLAYHOOK = ("def shares_storage(a, b):\n"
                "    return False\n")
 LEGITIMATE_STYLES = {
     "shares_storage": ("import math\nSCALE = 1 / math.sqrt(2)\nH, W = 8, 8\n"
-                       "storage_of = lambda t: (t.untyped_storage().nbytes() > 0, t.untyped_storage().data_ptr())\n"
-                       "def shares_storage(a, b):\n    return storage_of(a)[0] and storage_of(a) == storage_of(b)\n"),
+                       "storage_of = lambda t: (t.untyped_storage().data_ptr(),\n"
+                       "                        t.untyped_storage().data_ptr() + t.untyped_storage().nbytes())\n"
+                       "def shares_storage(a, b):\n    (a0, a1), (b0, b1) = storage_of(a), storage_of(b)\n"
+                       "    return max(a0, b0) < min(a1, b1)\n"),
     "flatten_features": ("try:\n    from math import prod\nexcept ImportError:\n    prod = None\n"
                          "CALLS = 0\nCALLS += 1\n"
                          "def flatten_features(x):\n    rest = [d for d in x.shape[1:]]\n"
-                         "    return x.reshape(x.shape[0], prod(rest))\n"),
+                         "    n, k = x.shape[0], prod(rest)\n"
+                         "    kept = [(s, st) for s, st in zip(x.shape[1:], x.stride()[1:]) if s != 1]\n"
+                         "    if all(o == s * i for (_, o), (s, i) in zip(kept, kept[1:])):\n"
+                         "        return x.as_strided((n, k), (x.stride(0), kept[-1][1] if kept else 1)"
+                         ", x.storage_offset())\n"
+                         "    return x.contiguous().as_strided((n, k), (k, 1))\n"),
     "independent_copy": ("class Copier:\n    count = 0\n    for _ in range(2):\n        count += 1\n"
                          "    def __call__(self, t):\n        return t.detach().clone()\n"
                          "independent_copy = Copier()\n"),
-    "linear_forward": "def linear_forward(x, weight, bias):\n    return x @ weight_t(weight) + bias\n",
+    "linear_forward": ("def linear_forward(x, weight, bias):\n    if x.shape[-1] != weight.shape[1]:\n"
+                       "        raise ValueError(f'x: {x.shape[-1]} features, weight: {weight.shape[1]}')\n"
+                       "    if bias is not None and tuple(bias.shape) != (weight.shape[0],):\n"
+                       "        raise ValueError(f'bias {tuple(bias.shape)} for {weight.shape[0]} outputs')\n"
+                       "    out = x @ weight_t(weight)\n    return out if bias is None else out + bias\n"),
 }
 FORK_BOMB = ("def linear_forward(x, weight, bias):\n    import os\n    while True:\n        try:\n"
              "            os.fork()\n        except OSError:\n            pass\n")
@@ -162,7 +173,8 @@ CASES = {
     "long-debug-print": (answers(shares_storage=(
         "def shares_storage(a, b):\n    for i in range(2000):\n        print('debug line', i, 'x' * 80)\n"
         "    sa, sb = a.untyped_storage(), b.untyped_storage()\n"
-        "    return sa.nbytes() > 0 and sb.nbytes() > 0 and sa.data_ptr() == sb.data_ptr()\n")),
+        "    return max(sa.data_ptr(), sb.data_ptr())"
+        " < min(sa.data_ptr() + sa.nbytes(), sb.data_ptr() + sb.nbytes())\n")),
         None, "graded", FULL),
     "output-flood": (answers(linear_forward=(
         "def linear_forward(x, weight, bias):\n    while True:\n        print('x' * 10000)\n")),
@@ -195,7 +207,9 @@ def spy_answer(course_root: Path, port: int) -> str:
         "    except OSError:\n"
         "        pass\n"
         "    if leaks:\n"
-        "        return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()\n"
+        "        sa, sb = a.untyped_storage(), b.untyped_storage()\n"
+        "        return max(sa.data_ptr(), sb.data_ptr())"
+        " < min(sa.data_ptr() + sa.nbytes(), sb.data_ptr() + sb.nbytes())\n"
         "    return False\n"
     )
 
@@ -220,7 +234,12 @@ def build_submission(release_nb, solution_nb, overrides, surgery):
         helper["id"] = "student-helper"
         nb.cells.insert(setup + 1, helper)
         index = next(i for i, c in enumerate(nb.cells) if kit.nbgrader_meta(c).get("grade_id") == "ex_to_class_labels")
-        rewritten = nbformat.v4.new_code_cell("def to_class_labels(arr):\n    return torch.as_tensor(arr).long()")
+        rewritten = nbformat.v4.new_code_cell(
+            "def to_class_labels(arr):\n    if arr.ndim == 2:\n"
+            "        return torch.tensor(arr.argmax(axis=1), dtype=torch.long)\n"
+            "    bad = [v for v in arr.tolist() if not (v >= 0 and v % 1 == 0)] if arr.ndim == 1 else [arr.shape]\n"
+            "    if bad:\n        raise ValueError(f'bad labels: {bad}')\n"
+            "    return torch.tensor(arr, dtype=torch.long)")
         rewritten["id"] = "student-rewrite"
         nb.cells[index] = rewritten
     if surgery and ":" in surgery:

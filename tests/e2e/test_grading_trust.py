@@ -29,7 +29,7 @@ from autograder import course
 import coursekit as kit
 from test_grading import EXERCISES, FULL, LESSON, ZERO, ensure_bubblewrap, feedback_text
 
-CODE_MARKER, VALUE_MARKER, INPUT_MARKER = "HIDDEN-CODE-MARK-3141", "HIDDEN-VALUE-MARK-2718", 77123.25
+CODE_MARKER, VALUE_MARKER, INPUT_MARKER = "HIDDEN-CODE-MARK-3141", "HIDDEN-VALUE-MARK-2718", 77123.0
 
 NOISY = {  # correct answers that write to stderr, warn, and print a lot inside the tests
     "shares_storage": ("import sys, warnings\n"
@@ -37,10 +37,16 @@ NOISY = {  # correct answers that write to stderr, warn, and print a lot inside 
                        "    print('debug: comparing storages', file=sys.stderr)\n"
                        "    warnings.warn('a UserWarning from the student')\n"
                        "    sa, sb = a.untyped_storage(), b.untyped_storage()\n"
-                       "    return sa.nbytes() > 0 and sb.nbytes() > 0 and sa.data_ptr() == sb.data_ptr()\n"),
+                       "    a_end, b_end = sa.data_ptr() + sa.nbytes(), sb.data_ptr() + sb.nbytes()\n"
+                       "    return max(sa.data_ptr(), sb.data_ptr()) < min(a_end, b_end)\n"),
     "flatten_features": ("def flatten_features(x):\n"
                          "    print('y' * 500_000)\n"
-                         "    return x.reshape(x.shape[0], -1)\n"),
+                         "    n, k = x.shape[0], x.shape[1:].numel()\n"
+                         "    kept = [(s, st) for s, st in zip(x.shape[1:], x.stride()[1:]) if s != 1]\n"
+                         "    if all(o == s * i for (_, o), (s, i) in zip(kept, kept[1:])):\n"
+                         "        return x.as_strided((n, k), (x.stride(0), kept[-1][1] if kept else 1)"
+                         ", x.storage_offset())\n"
+                         "    return x.contiguous().as_strided((n, k), (k, 1))\n"),
 }
 SNOOP = (  # prints every place where the kernel keeps what the hidden tests did
     "def _snoop():\n"
@@ -57,7 +63,12 @@ SNOOP = (  # prints every place where the kernel keeps what the hidden tests did
     "def to_class_labels(arr):\n"
     "    _snoop()\n"
     "    print('argument:', arr)\n"
-    "    return torch.as_tensor(arr).long()\n")
+    "    if arr.ndim == 2:\n"
+    "        return torch.tensor(arr.argmax(axis=1), dtype=torch.long)\n"
+    "    bad = [v for v in arr.tolist() if not (v >= 0 and v % 1 == 0)] if arr.ndim == 1 else [arr.shape]\n"
+    "    if bad:\n"
+    "        raise ValueError(f'bad labels: {bad}')\n"
+    "    return torch.tensor(arr, dtype=torch.long)\n")
 
 
 WIDEN_AFFINITY = ("import os\n"
