@@ -159,6 +159,7 @@ class LessonSession:
         self.kernel = Kernel(course.solution_path(lesson).parent, kernel_name=warm.KERNEL_NAME,
                              env=dict(os.environ, PTE_OBSERVE="compare", MPLBACKEND="agg"))
         self.setup_error = None
+        self.outcomes: dict[tuple[str, str], dict] = {}
         for cell in cells_to_run(self.nb):
             graded = kit.nbgrader_meta(cell).get("grade") and HIDDEN_START in cell.source
             source = split_test(cell.source)[0] if graded and not hidden_parts else cell.source
@@ -186,8 +187,16 @@ class LessonSession:
         """Define ``answer``, run the visible and hidden parts, restore the solution.
 
         ``hidden`` is the judge's verdict; ``on_values`` the verdict with every boolean observation
-        granted (see :func:`grant_booleans`).
+        granted (see :func:`grant_booleans`). The same answer to the same exercise runs once per kernel: a
+        ``RULES`` row is often word for word a ``PITFALLS`` or ``PLAUSIBLE`` row (the rule it breaks is the
+        pitfall), and its test then asserts its own property on the outcome already observed.
         """
+        key = (exercise, answer)
+        if key not in self.outcomes:
+            self.outcomes[key] = self._try_answer(exercise, answer)
+        return self.outcomes[key]
+
+    def _try_answer(self, exercise: str, answer: str) -> dict:
         entry = self.exercises[exercise]
         defined = self.kernel.run(answer)
         visible, _ = split_test(entry["test"].source)
