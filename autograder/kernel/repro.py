@@ -9,6 +9,7 @@ The visible checks of the lesson's exercises live in :mod:`autograder.kernel.rep
 """
 from __future__ import annotations
 
+import os
 import random
 from typing import Mapping, Sequence
 
@@ -16,7 +17,8 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, get_worker_info
 
-__all__ = ["WorkerDraws", "worker_draws", "JitterDataset", "random_tape", "plot_random_tape", "plot_seed_spread"]
+__all__ = ["WorkerDraws", "worker_draws", "JitterDataset", "distinct_worker_seeds", "random_tape", "plot_random_tape",
+           "plot_seed_spread"]
 
 
 class WorkerDraws(Dataset):
@@ -124,6 +126,14 @@ class JitterDataset(Dataset):
         return i, (self.X[i] + strength * torch.from_numpy(noise)).float(), self.y[i]
 
 
+def distinct_worker_seeds(worker_id: int) -> None:
+    """A ``worker_init_fn`` from a script in the wild: it gives each worker NumPy and ``random`` streams of their own
+    by seeding them from the worker's process id (lesson 07's script to repair starts its loader with it)."""
+    pid = os.getpid()
+    np.random.seed(pid % 2**32)
+    random.seed(pid)
+
+
 # ---------------------------------------------------------------- the random tape
 
 
@@ -172,7 +182,7 @@ def plot_random_tape(runs: Mapping[str, Sequence[dict]], ax=None, *, title: str 
     for label, tape in runs.items():
         rows.append((f"{label}\n(global stream)", list(tape), "global"))
         if any(e["stream"] == "loader" for e in tape):
-            rows.append((f"{label}\n(loader's generator)", list(tape), "loader"))
+            rows.append((f"{label}\n(a generator of its own)", list(tape), "loader"))
     if ax is None:
         _, ax = plt.subplots(figsize=(11, 0.9 + 0.75 * len(rows)))
     for y, (_, tape, stream) in enumerate(rows):

@@ -14,13 +14,11 @@ from typing import Callable
 import numpy as np
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
 
 from autograder.kernel import checks
-from autograder.kernel.repro import WorkerDraws, worker_draws
 
 __all__ = ["SCRAMBLERS", "scramble_all", "epochs_of", "epoch_faults", "replay_run", "weight_gap",
-           "check_reproducible", "check_decoupled_run", "check_seed_sweep"]
+           "check_reproducible_script", "check_decoupled_run", "check_compare_recipes"]
 
 
 def _scramble_torch(k: int) -> None:
@@ -88,102 +86,70 @@ def weight_gap(model, other) -> float:
 # ---------------------------------------------------------------- exercise 1
 
 
-def _check_set_seed(set_seed: Callable) -> None:
-    was = torch.are_deterministic_algorithms_enabled()
-    checks.call(set_seed, 0)
-    checks.expect(torch.are_deterministic_algorithms_enabled() == was,
-                  "set_seed(0) changed the switch for deterministic algorithms: a seeding function changes random "
-                  "number generators and nothing else (section 5's switch is a decision of its own).")
-
-
-def _check_loader(make_loader: Callable) -> None:
-    items = TensorDataset(torch.arange(10))
-    torch.manual_seed(99)
-    torch.randn(3)   # a state that no seeding call gives
-    state = torch.get_rng_state()
-    loader = checks.call(make_loader, items, 4, 0)
-    checks.check_type(loader, DataLoader, "make_generator_loader(items, 4, 0)", hint="return the DataLoader itself.")
-    checks.expect(torch.equal(state, torch.get_rng_state()),
-                  "building the loader moved or reset torch's global generator: that stream belongs to the model "
-                  "(its initialization and dropout), and a loader that seeds or draws from it while it is built "
-                  "changes them.")
-    first = epochs_of(loader)
-    sizes = [len(batch[0]) for batch in loader]
-    checks.expect(sizes == [4, 4, 2], f"10 items in batches of 4 gave batch sizes {sizes}; expected [4, 4, 2] "
-                  "(keep the last, smaller batch).")
-    not_perm, repeats = epoch_faults(first, 10)
-    checks.expect(not_perm == 0, f"a pass over the loader did not visit each of the 10 items once: {first}.")
-    checks.expect(first[0] != list(range(10)), "the first pass came in dataset order 0, 1, ..., 9: the loader does "
-                  "not shuffle.")
-    checks.expect(repeats == 0, f"two passes in a row came in the same order ({first[0]}): each epoch must be a new "
-                  "permutation, as a shuffled loader gives, not one order fixed once.")
-    torch.manual_seed(123)
-    torch.randn(77)
-    moved = checks.call(make_loader, items, 4, 0)
-    again = []
-    for _ in range(3):
-        torch.randn(5)   # something else draws between the epochs
-        again += epochs_of(moved, 1)
-    checks.expect(again == first, f"two loaders made with seed 0 gave other orders ({first[0]} and {again[0]}) once "
-                  "other code had drawn from torch's global generator before or between the epochs: the order "
-                  "still comes from the global stream, so anything that draws from it (a wider model, a sanity "
-                  "check) moves your data. (torch.manual_seed(seed) returns the global generator itself.)")
-    other = epochs_of(checks.call(make_loader, items, 4, 1))
-    checks.expect(other != first, "seeds 0 and 1 gave the same passes: the order must depend on the seed.")
-
-
-def _check_workers(set_seed: Callable, make_loader: Callable) -> None:
-    for source, label in (("numpy", "NumPy"), ("python", "Python random")):
-        runs = []
-        for k in (1, 2):
-            scramble_all(k)
-            checks.call(set_seed, 0)
-            runs.append(worker_draws(checks.call(make_loader, WorkerDraws(8, source), 2, 0, num_workers=2)))
-        workers = sorted({w for w, _ in runs[0].values()})
-        checks.expect(workers == [0, 1], f"make_generator_loader(..., num_workers=2) fetched the items in workers "
-                      f"{workers}, expected workers [0, 1]: the loader must use the workers it is given.")
-        by_worker = {w: sorted(d for v, d in runs[0].values() if v == w) for w in (0, 1)}
-        checks.expect(by_worker[0] != by_worker[1],
-                      f"the two workers drew the same {label} numbers ({by_worker[0]}): every worker's generator "
-                      "started in the same state, so a random augmentation repeats itself from worker to worker.")
-        checks.expect(runs[0] == runs[1], f"set_seed(0) and a new loader with seed 0 gave other {label} draws in the "
-                      "workers the second time: the workers' streams must follow from the seed alone.")
-
-
 def _script_data():
     gen = torch.Generator().manual_seed(5)
     X = torch.randn(48, 4, generator=gen)
     return X, (X.sum(dim=1) > 0).long()
 
 
-def _check_script(script: Callable) -> None:
+def _run_script(script: Callable, X, y, width: int, seed: int, num_workers: int = 0):
+    out = checks.call(script, X, y, width, seed, num_workers=num_workers)
+    checks.expect(isinstance(out, tuple) and len(out) == 2,
+                  f"the script returned {checks.describe(out)}; expected (batches, losses), as jitter_script does.")
+    batches, losses = out
+    checks.expect(isinstance(batches, list) and len(batches) == 6
+                  and all(isinstance(b, list) and all(type(i) is int for i in b) for b in batches),
+                  "for 48 items in batches of 16 and 2 epochs, batches should be a list of 6 lists of Python ints, "
+                  f"one per step; got {checks.describe(batches)}.")
+    checks.expect(isinstance(losses, list) and len(losses) == 6 and all(type(v) is float for v in losses),
+                  f"losses should be a list of 6 Python floats, one per step; got {checks.describe(losses)}.")
+    return batches, losses
+
+
+def _check_same_training(batches: list, losses: list, with_workers: tuple) -> None:
+    not_perm, repeats = epoch_faults([sum(batches[k:k + 3], []) for k in (0, 3)], 48)
+    checks.expect(not_perm == 0, "an epoch's batches do not visit each of the 48 items once: like jitter_script, the "
+                  "script trains on every item once per epoch, in batches of 16.")
+    checks.expect(repeats == 0, "the second epoch repeated the first one's order: like jitter_script, each epoch is a "
+                  "new permutation.")
+    checks.expect(with_workers[0] == batches, "with num_workers=2 the script trained on other batches than with no "
+                  "workers: the number of workers must not change the data order.")
+    equal = sum(p == q for p, q in zip(with_workers[1], losses))
+    checks.expect(equal < len(losses), "runs with no workers and with 2 workers gave bitwise-equal losses at every step: "
+                  "nothing random happens to the points any more, or the workers are not used. jitter_script jitters "
+                  "its points, and with workers the jitter is drawn in other processes, so the losses differ: keep "
+                  "the jitter and the workers, and repair where their random numbers come from.")
+
+
+def check_reproducible_script(script: Callable) -> None:
+    """Visible checks of exercise 1: reruns after each global generator is scrambled alone, with and without
+    workers; the seed picks the run; jitter_script's training kept (permutations, jitter, workers used)."""
     X, y = _script_data()
     scramble_all(1)
-    out = checks.call(script, X, y, 4, 0)
-    checks.expect(isinstance(out, tuple) and len(out) == 2, f"the script returned {checks.describe(out)}; "
-                  "expected (batches, losses).")
-    batches, losses = out
+    batches, losses = _run_script(script, X, y, 4, 0)
     for k, (name, scramble) in enumerate(SCRAMBLERS.items(), start=2):
         scramble_all(1)
         scramble(k)   # the three generators as before the first run, but this one
-        again, again_losses = checks.call(script, X, y, 4, 0)
+        again, again_losses = _run_script(script, X, y, 4, 0)
         checks.expect(again == batches, f"after {name} global generator alone was put in another state, the same "
-                      "arguments trained on other batches: the data order depends on what drew before the call.")
+                      "arguments trained on other batches: the data order comes from a stream that the seed does "
+                      "not put in a fixed state.")
         checks.expect(again_losses == losses,
                       f"after {name} global generator alone was put in another state, the same arguments trained "
-                      "on the same batches but gave other losses: something the run draws from that generator "
-                      "was not in a state fixed by the seed.")
-    wide, _ = checks.call(script, X, y, 16, 0)
-    checks.expect(wide == batches, "with widths 4 and 16 (seed 0) the script trained on other batches: the order "
-                  "still reads a stream that the model's initialization has just used, and a wider model uses more.")
-
-
-def check_reproducible(set_seed: Callable, make_generator_loader: Callable, script: Callable) -> None:
-    """Visible checks of exercise 1: the loader's passes, its workers, then the script that uses both."""
-    _check_set_seed(set_seed)
-    _check_loader(make_generator_loader)
-    _check_workers(set_seed, make_generator_loader)
-    _check_script(script)
+                      "on the same batches but gave other losses: something the run draws comes from that "
+                      "generator, in a state the seed does not fix.")
+    scramble_all(1)
+    first = _run_script(script, X, y, 4, 0, num_workers=2)
+    scramble_all(2)
+    second = _run_script(script, X, y, 4, 0, num_workers=2)
+    checks.expect(first == second, "with num_workers=2, two runs with the same arguments gave other losses or "
+                  "batches, with no workers the same: what the worker processes draw is not fixed by the seed. "
+                  "Workers start with random generators of their own: how are they seeded?")
+    _check_same_training(batches, losses, first)
+    other, other_losses = _run_script(script, X, y, 4, 1)
+    checks.expect(other != batches and other_losses != losses, "seeds 0 and 1 gave the same batches or the same "
+                  "losses: the seed must pick the run (a fixed number inside the script makes every seed the same "
+                  "experiment).")
     torch.manual_seed(0)
 
 
@@ -251,56 +217,87 @@ def check_decoupled_run(decoupled_run: Callable) -> None:
 
 # ---------------------------------------------------------------- exercise 3
 
-
-def _mean_hint(got, want, seeds) -> str:
-    if isinstance(got, (int, float)) and abs(got - sum(seeds) / len(seeds)) < 1e-9:
-        return f"{got} is the mean of the seeds {seeds}; average train_fn's results instead."
-    if isinstance(got, (int, float)) and abs(got - (min(want) + max(want)) / 2) < 1e-9:
-        return f"{got} is halfway between min and max, which is not the mean of the values."
-    return "the mean is the sum of the values divided by their number."
+# Results the checks' fake recipes give, in call order. CLEAR: ranges far apart, any sound rule says B is better.
+# MIXED: the results interleave; B's mean is 0.024 higher and its first run 0.21 higher, the spread about 0.23.
+CLEAR_A, CLEAR_B = [0.70, 0.72, 0.71, 0.69, 0.70], [0.90, 0.91, 0.93, 0.92, 0.90]
+MIXED_A, MIXED_B = [0.72, 0.95, 0.80, 0.88, 0.75], [0.93, 0.74, 0.86, 0.79, 0.90]
 
 
-def check_seed_sweep(seed_sweep: Callable) -> None:
-    """Visible checks of exercise 3 (``seed_sweep``) on a fake experiment whose results are known."""
-    calls = []
-    results = {3: 0.80, 1: 0.95, 4: 0.70, 15: 0.90}
+class FakeRecipe:
+    """A stand-in for ``train_fn(model_seed, data_seed)``: records each call's seeds, returns its results in turn."""
 
-    def fake_train(seed):
-        calls.append(seed)
-        return results.get(seed, 0.5)
+    def __init__(self, results, name: str = "train_fn"):
+        self.results, self.calls, self.__name__ = list(results), [], name
 
-    seeds = list(results)
-    want = [results[s] for s in seeds]
-    summary = checks.call(seed_sweep, fake_train, seeds)
-    extra = ""
-    if len(calls) == 1:
-        extra = (" It trained once and reused that result, but the spread over seeds is the point: each seed needs "
-                 "a run of its own.")
-    elif len(calls) > 1 and len(set(calls)) == 1:
-        extra = " Every run got the same seed, so the 'spread' is one result repeated: pass each seed to train_fn."
-    checks.expect(calls == seeds, f"seed_sweep(train_fn, {seeds}) called train_fn with the seeds {calls}; expected "
-                  f"exactly one call per seed, in the order given: {seeds}." + extra)
-    checks.check_type(summary, dict, "seed_sweep(...)", hint="return the summary dict.")
+    def __call__(self, model_seed, data_seed):
+        self.calls.append((model_seed, data_seed))
+        return self.results[(len(self.calls) - 1) % len(self.results)]
+
+
+def sweep(compare_recipes: Callable, results_a, results_b, seeds):
+    """Run ``compare_recipes`` on two fake recipes; return (its result, the calls of A, the calls of B)."""
+    a, b = FakeRecipe(results_a, "train_a"), FakeRecipe(results_b, "train_b")
+    return checks.call(compare_recipes, a, b, seeds), a.calls, b.calls
+
+
+def _check_calls(calls_a: list, calls_b: list, seeds: list) -> None:
+    n = len(seeds)
+    extra = " It trained once and reused that result: each seed needs a run of its own." if len(calls_a) == 1 else ""
+    checks.expect(len(calls_a) == n and len(calls_b) == n, f"with {n} seeds, train_a ran {len(calls_a)} times and "
+                  f"train_b {len(calls_b)} times; expected one run per seed for each recipe." + extra)
+    checks.expect(calls_a == calls_b, f"train_a ran with the (model_seed, data_seed) pairs {calls_a} and train_b with "
+                  f"{calls_b}: give both recipes the same seeds, so that their difference is the recipe's and not "
+                  "the luck of the draw.")
+    models, datas = [m for m, _ in calls_a], [d for _, d in calls_a]
+    checks.expect(len(set(models)) == n, f"the model seeds of the {n} runs were {models}: two runs share a model "
+                  "seed, so they are one draw counted twice.")
+    checks.expect(len(set(datas)) == n, f"the data seeds of the {n} runs were {datas}: runs share a data set, so the "
+                  "spread leaves out what a new data set changes. A new run of an experiment draws its data too.")
+
+
+def _check_summary(summary, want: list, name: str) -> None:
+    checks.check_type(summary, dict, f"result['{name}']", hint="a dict with 'values', 'mean', 'min' and 'max'.")
     keys = {"values", "mean", "min", "max"}
-    checks.expect(set(summary) == keys,
-                  f"the summary's keys are {sorted(summary)}; expected exactly 'values', 'mean', 'min' and 'max' "
-                  f"(missing: {sorted(keys - set(summary))}, unexpected: {sorted(set(summary) - keys)}).")
-    checks.check_type(summary["values"], list, "summary['values']", hint="a list of floats, one per seed.")
+    checks.expect(set(summary) == keys, f"result['{name}'] has the keys {sorted(summary)}; expected exactly 'values', "
+                  "'mean', 'min' and 'max'.")
     checks.expect(summary["values"] == want and all(type(v) is float for v in summary["values"]),
-                  f"summary['values'] is {summary['values']}; expected train_fn's results as floats, in the order "
-                  f"of seeds: {want}.")
-    for key in ("mean", "min", "max"):
-        checks.check_type(summary[key], float, f"summary['{key}']",
-                          hint="a plain Python float: np.mean and friends return NumPy float64 scalars, and a "
-                               "one-element tensor is not a float either.")
-    checks.check_number(summary["mean"], sum(want) / len(want), f"summary['mean'] for results {want}", tol=1e-9,
-                        hint=_mean_hint(summary["mean"], want, seeds))
-    checks.check_number(summary["min"], min(want), "summary['min']", tol=1e-12, hint="the smallest of the values.")
-    checks.check_number(summary["max"], max(want), "summary['max']", tol=1e-12, hint="the largest of the values.")
-    tensor_summary = checks.call(seed_sweep, lambda seed: torch.tensor(seed / 4), range(3))
-    for key in ("mean", "min", "max"):
-        checks.check_type(tensor_summary.get(key), float, f"summary['{key}'] when train_fn returns tensors",
-                          hint="a one-element tensor must become a Python float.")
-    checks.expect(all(type(v) is float for v in tensor_summary.get("values", [None])),
-                  "summary['values'] holds tensors when train_fn returns tensors: each result must become a "
-                  "Python float.")
+                  f"result['{name}']['values'] is {checks.describe(summary['values'])}; expected the results of "
+                  f"train_{name} as Python floats, in the order of seeds: {want}.")
+    mean = sum(want) / len(want)
+    hint = ("that is halfway between min and max, which is not the mean." if isinstance(summary["mean"], float)
+            and abs(summary["mean"] - (min(want) + max(want)) / 2) < 1e-9 else "the mean of the values.")
+    checks.check_number(summary["mean"], mean, f"result['{name}']['mean'] for {want}", tol=1e-9, hint=hint)
+    checks.check_type(summary["mean"], float, f"result['{name}']['mean']", hint="a Python float, not a NumPy scalar.")
+    checks.check_number(summary["min"], min(want), f"result['{name}']['min']", tol=1e-12, hint="the smallest value.")
+    checks.check_number(summary["max"], max(want), f"result['{name}']['max']", tol=1e-12, hint="the largest value.")
+
+
+def _check_verdict(result, want: str, what: str) -> None:
+    checks.expect(isinstance(result, dict) and set(result) == {"a", "b", "verdict"},
+                  f"compare_recipes returned {checks.describe(result)}; expected a dict with the keys 'a', 'b' and "
+                  "'verdict'.")
+    checks.expect(result["verdict"] == want, f"{what}: the verdict is {result['verdict']!r}, expected {want!r}.")
+
+
+def check_compare_recipes(compare_recipes: Callable) -> None:
+    """Visible checks of exercise 3 on fake recipes whose results are known (returned in call order)."""
+    seeds = [3, 1, 4, 15, 9]
+    result, calls_a, calls_b = sweep(compare_recipes, CLEAR_A, CLEAR_B, seeds)
+    _check_calls(calls_a, calls_b, seeds)
+    _check_verdict(result, "b", f"A gave {CLEAR_A} and B {CLEAR_B}, every run of B far above every run of A")
+    _check_summary(result["a"], CLEAR_A, "a")
+    _check_summary(result["b"], CLEAR_B, "b")
+    again, calls_again, _ = sweep(compare_recipes, CLEAR_A, CLEAR_B, seeds)
+    checks.expect(calls_again == calls_a, f"the same seeds gave the runs {calls_a}, then {calls_again}: each run's "
+                  "seeds must follow from `seeds` alone.")
+    _, calls_other, _ = sweep(compare_recipes, CLEAR_A, CLEAR_B, [20, 21, 22, 23, 24])
+    checks.expect(calls_other != calls_a, "the seeds [3, 1, 4, 15, 9] and [20, 21, 22, 23, 24] gave the same runs: "
+                  "the seeds must pick the runs.")
+    flipped, _, _ = sweep(compare_recipes, CLEAR_B, CLEAR_A, seeds)
+    _check_verdict(flipped, "a", f"A gave {CLEAR_B} and B {CLEAR_A}, every run of A far above every run of B")
+    mixed, _, _ = sweep(compare_recipes, MIXED_A, MIXED_B, seeds)
+    _check_verdict(mixed, "noise", f"A gave {MIXED_A} and B {MIXED_B}: B's mean is 0.024 higher and its first run "
+                   "0.21 higher, but the runs of each recipe lie 0.23 apart and the two interleave, so the difference "
+                   "is within what another seed changes")
+    checks.expect_raises(compare_recipes, ValueError, "one seed gives no spread to compare against: raise a "
+                         "ValueError before training anything.", FakeRecipe([0.5]), FakeRecipe([0.6]), [7])

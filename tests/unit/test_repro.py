@@ -4,7 +4,6 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import functools
 import random
 
 import matplotlib.pyplot as plt
@@ -134,7 +133,7 @@ def test_plot_random_tape_draws_one_row_per_stream():
                                   "b": repro.random_tape(4, decoupled=True)}, ax, title="tape")
     assert out is ax and ax.get_title(loc="left") == "tape"
     labels = [t.get_text() for t in ax.get_yticklabels()]
-    assert labels == ["a\n(global stream)", "b\n(global stream)", "b\n(loader's generator)"]
+    assert labels == ["a\n(global stream)", "b\n(global stream)", "b\n(a generator of its own)"]
     texts = [t.get_text() for t in ax.texts]
     assert "initialization\n30 values" in texts and "shuffle, epoch 1\n2 seeds" in texts
     assert "shuffle, epoch 2\nseed + order" in texts
@@ -142,12 +141,6 @@ def test_plot_random_tape_draws_one_row_per_stream():
     plt.close(fig)
     with pytest.raises(ValueError):
         repro.plot_random_tape({})
-
-
-def _solution_set_seed(seed):
-    torch.manual_seed(seed)
-    np.random.seed(seed)
-    random.seed(seed)
 
 
 def _solution_loader(dataset, batch_size, seed, num_workers=0):
@@ -160,82 +153,60 @@ def _sampled(d, b, s, num_workers=0):
                       num_workers=num_workers)
 
 
-def test_check_set_seed_leaves_the_determinism_switch_alone():
-    repro_checks._check_set_seed(_solution_set_seed)
-    def switches(seed):
-        _solution_set_seed(seed)
-        torch.use_deterministic_algorithms(True)
-
-    try:
-        with pytest.raises(checks.CheckFailed, match="deterministic algorithms"):
-            repro_checks._check_set_seed(switches)
-    finally:
-        torch.use_deterministic_algorithms(False)
+def test_distinct_worker_seeds_seeds_numpy_and_random_from_the_process_id():
+    repro.distinct_worker_seeds(0)
+    first = (np.random.random(), random.random())
+    repro.distinct_worker_seeds(1)   # the same process: the same seeds, whatever the worker id
+    assert (np.random.random(), random.random()) == first
 
 
-def test_check_loader_accepts_any_private_order_and_catches_the_global_stream():
-    repro_checks._check_loader(_solution_loader)
-    repro_checks._check_loader(_sampled)                                        # a right alternative
-    repro_checks._check_loader(lambda d, b, s, num_workers=0: _solution_loader(d, b, s + 1))   # so is this
-    with pytest.raises(checks.CheckFailed, match="building the loader moved or reset"):
-        repro_checks._check_loader(lambda d, b, s, num_workers=0: DataLoader(d, batch_size=b, shuffle=True,
-                                                                             generator=torch.manual_seed(s)))
-    with pytest.raises(checks.CheckFailed, match="other code had drawn"):
-        repro_checks._check_loader(lambda d, b, s, num_workers=0: DataLoader(d, batch_size=b, shuffle=True))
-    def once(d, b, s, num_workers=0):
-        order = torch.randperm(len(d), generator=torch.Generator().manual_seed(s)).tolist()
-        return DataLoader(torch.utils.data.Subset(d, order), batch_size=b)
+def _script(seed_before=True, seed_after=False, seed_numpy=True, fixed=None, worker_init_fn=None, jitter=True,
+            workers=True):
+    """jitter_script repaired (the defaults), or with one of its faults left in."""
+    def seed_all(seed):
+        torch.manual_seed(seed)
+        if seed_numpy:
+            np.random.seed(seed)
+        random.seed(seed)
 
-    with pytest.raises(checks.CheckFailed, match="new permutation"):
-        repro_checks._check_loader(once)
-
-
-def test_check_workers_catches_one_numpy_seed_for_every_worker():
-    repro_checks._check_workers(_solution_set_seed, _solution_loader)
-    def same(d, b, s, num_workers=0):
-        return DataLoader(d, batch_size=b, shuffle=True, num_workers=num_workers,
-                          generator=torch.Generator().manual_seed(s), worker_init_fn=functools.partial(_seed_numpy, s))
-
-    with pytest.raises(checks.CheckFailed, match="the two workers drew the same NumPy numbers"):
-        repro_checks._check_workers(_solution_set_seed, same)
-    with pytest.raises(checks.CheckFailed, match="the loader must use the workers"):
-        repro_checks._check_workers(_solution_set_seed, lambda d, b, s, num_workers=0: _solution_loader(d, b, s))
-
-
-def _seed_numpy(seed, worker_id):
-    np.random.seed(seed)
-
-
-def _script(set_seed, loader):
-    def script(X, y, width, seed, num_workers=0):
-        set_seed(seed)
+    def script(X, y, width, seed, num_workers=0, num_epochs=2):
+        seed = seed if fixed is None else fixed
+        if seed_before:
+            seed_all(seed)
         model = torch.nn.Sequential(torch.nn.Linear(X.shape[1], width), torch.nn.ReLU(), torch.nn.Linear(width, 2))
+        if seed_after:
+            seed_all(seed)
+        data = repro.JitterDataset(X, y) if jitter else torch.utils.data.TensorDataset(torch.arange(len(X)), X, y)
+        loader = DataLoader(data, batch_size=16, shuffle=True, num_workers=num_workers if workers else 0,
+                            worker_init_fn=worker_init_fn)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
         batches, losses = [], []
-        for idx, xb, yb in loader(repro.JitterDataset(X, y), 16, seed, num_workers=num_workers):
-            optimizer.zero_grad()
-            loss = torch.nn.functional.cross_entropy(model(xb), yb)
-            loss.backward()
-            optimizer.step()
-            batches.append(idx.tolist())
-            losses.append(loss.item())
+        for _ in range(num_epochs):
+            for idx, xb, yb in loader:
+                optimizer.zero_grad()
+                loss = torch.nn.functional.cross_entropy(model(xb), yb)
+                loss.backward()
+                optimizer.step()
+                batches.append(idx.tolist())
+                losses.append(loss.item())
         return batches, losses
     return script
 
 
-def test_check_script_names_the_generator_whose_scramble_changed_the_run():
-    repro_checks._check_script(_script(_solution_set_seed, _solution_loader))
-    repro_checks._check_script(_script(_solution_set_seed, _sampled))
+def test_check_reproducible_script_names_what_moved_the_run():
+    repro_checks.check_reproducible_script(_script())
     with pytest.raises(checks.CheckFailed, match="after NumPy's global generator alone"):
-        repro_checks._check_script(_script(lambda s: (torch.manual_seed(s), random.seed(s)) and None, _solution_loader))
-    with pytest.raises(checks.CheckFailed, match="after Python's random global generator alone"):
-        repro_checks._check_script(_script(lambda s: (torch.manual_seed(s), np.random.seed(s)) and None,
-                                           _solution_loader))
-    def plain(d, b, s, num_workers=0):
-        return DataLoader(d, batch_size=b, shuffle=True)
-
-    with pytest.raises(checks.CheckFailed, match="widths 4 and 16"):
-        repro_checks._check_script(_script(_solution_set_seed, plain))
+        repro_checks.check_reproducible_script(_script(seed_numpy=False))
+    with pytest.raises(checks.CheckFailed, match="after torch's global generator alone .* other losses"):
+        repro_checks.check_reproducible_script(_script(seed_before=False, seed_after=True))
+    with pytest.raises(checks.CheckFailed, match="with num_workers=2, two runs"):
+        repro_checks.check_reproducible_script(_script(worker_init_fn=repro.distinct_worker_seeds))
+    with pytest.raises(checks.CheckFailed, match="bitwise-equal losses at every step"):
+        repro_checks.check_reproducible_script(_script(jitter=False))
+    with pytest.raises(checks.CheckFailed, match="bitwise-equal losses at every step"):
+        repro_checks.check_reproducible_script(_script(workers=False))
+    with pytest.raises(checks.CheckFailed, match="seeds 0 and 1 gave the same"):
+        repro_checks.check_reproducible_script(_script(fixed=3))
 
 
 def _decoupled(make_loader, reseed=False):
@@ -281,18 +252,35 @@ def test_replay_run_reproduces_a_run_and_weight_gap_sees_a_change():
     assert repro_checks.epoch_faults([[0, 1, 2], [2, 1, 0], [2, 1, 0], [0, 0, 1]], 3) == (1, 1)
 
 
-def test_check_seed_sweep_explains_a_mean_of_the_seeds():
-    def right(train_fn, seeds):
-        values = [float(train_fn(s)) for s in seeds]
-        return {"values": values, "mean": sum(values) / len(values), "min": min(values), "max": max(values)}
+def _compare(pairs=lambda s: (s, s), verdict="ranges", guard=True):
+    def compare_recipes(train_a, train_b, seeds):
+        seeds = list(seeds)
+        if guard and len(seeds) < 2:
+            raise ValueError("two seeds at least")
+        out = {}
+        for name, train_fn in (("a", train_a), ("b", train_b)):
+            values = [float(train_fn(*pairs(s))) for s in seeds]
+            out[name] = {"values": values, "mean": sum(values) / len(values), "min": min(values), "max": max(values)}
+        a, b = out["a"], out["b"]
+        if verdict == "ranges":
+            out["verdict"] = "b" if b["min"] > a["max"] else "a" if a["min"] > b["max"] else "noise"
+        else:
+            out["verdict"] = "b" if b["mean"] > a["mean"] else "a"
+        return out
+    return compare_recipes
 
-    def mean_of_seeds(train_fn, seeds):
-        out = right(train_fn, seeds)
-        return {**out, "mean": sum(seeds) / len(seeds)}
 
-    repro_checks.check_seed_sweep(right)
-    with pytest.raises(checks.CheckFailed, match="is the mean of the seeds"):
-        repro_checks.check_seed_sweep(mean_of_seeds)
+def test_check_compare_recipes_accepts_sound_rules_and_catches_the_traps():
+    repro_checks.check_compare_recipes(_compare())
+    repro_checks.check_compare_recipes(_compare(pairs=lambda s: (s, 500 + s)))      # another pairing
+    with pytest.raises(checks.CheckFailed, match="expected 'noise'"):
+        repro_checks.check_compare_recipes(_compare(verdict="means"))
+    with pytest.raises(checks.CheckFailed, match="the data seeds of the 5 runs were"):
+        repro_checks.check_compare_recipes(_compare(pairs=lambda s: (s, 0)))
+    with pytest.raises(checks.CheckFailed, match="ValueError"):
+        repro_checks.check_compare_recipes(_compare(guard=False))
+    recipe = repro_checks.FakeRecipe([0.1, 0.2])
+    assert [recipe(1, 2), recipe(3, 4), recipe(5, 6)] == [0.1, 0.2, 0.1] and recipe.calls == [(1, 2), (3, 4), (5, 6)]
 
 
 def test_random_tape_dropout_and_shuffle_counts_are_what_the_generator_gives():

@@ -26,78 +26,68 @@ _TRAIN = '''    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
 def _run(body: str, train: str = _TRAIN) -> str:
     return ("\ndef decoupled_run(X, y, width, seed, num_epochs=2, batch_size=16):\n" + body + train)
 
+# Exercise 1 repairs jitter_script: `{seed}` (the seeding before the model), `{after_model}` (after it), `{workers}`
+# (the loader's worker arguments) and `{dataset}` vary; the training loop is jitter_script's.
+_SCRIPT = """
+def reproducible_script(X, y, width, seed, num_workers=0, num_epochs=2):
+{seed}    model = nn.Sequential(nn.Linear(X.shape[1], width), nn.ReLU(), nn.Linear(width, 2))
+{after_model}    loader = DataLoader({dataset}, batch_size=16, shuffle=True, num_workers={workers})
+    loss_fn = nn.CrossEntropyLoss()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    batches, losses = [], []
+    for epoch in range(num_epochs):
+        for idx, xb, yb in loader:
+            optimizer.zero_grad()
+            loss = loss_fn(model(xb), yb)
+            loss.backward()
+            optimizer.step()
+            batches.append(idx.tolist())
+            losses.append(loss.item())
+    return batches, losses
+"""
+_SEED_ALL = "    torch.manual_seed(seed)\n    np.random.seed(seed)\n    random.seed(seed)\n"
 
-# Exercise 1's answer cell holds two functions: a wrong answer replaces one of them, the other stays right.
-_SEED_OK = '''
-def set_seed(seed):
-    torch.manual_seed(seed)
-    np.random.seed(seed)
-    random.seed(seed)
-'''
-_LOADER_OK = '''
-def make_generator_loader(dataset, batch_size, seed, num_workers=0):
-    return DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=num_workers,
-                      generator=torch.Generator().manual_seed(seed))
-'''
+
+def _script(seed: str = _SEED_ALL, after_model: str = "", workers: str = "num_workers",
+            dataset: str = "JitterDataset(X, y)", before: str = "") -> str:
+    return before + _SCRIPT.format(seed=seed, after_model=after_model, workers=workers, dataset=dataset)
 
 
-def _seed(wrong: str) -> str:
-    """A wrong set_seed with a right make_generator_loader."""
-    return wrong + "\n" + _LOADER_OK
+# compare_recipes: `{pairs}` (the seeds of each run), `{verdict}` (the rule) and `{check}` (the guard) vary.
+_COMPARE = """
+def compare_recipes(train_a, train_b, seeds):
+    seeds = list(seeds)
+{check}    summaries = {{}}
+    for name, train_fn in (("a", train_a), ("b", train_b)):
+        values = [float(train_fn({pairs})) for seed in seeds]
+        summaries[name] = {{"values": values, "mean": {mean}, "min": min(values), "max": max(values)}}
+    a, b = summaries["a"], summaries["b"]
+    verdict = {verdict}
+    return {{**summaries, "verdict": verdict}}
+"""
+_CHECK = "    if len(seeds) < 2:\n        raise ValueError('a spread needs two seeds')\n"
+_RANGES = '"b" if b["min"] > a["max"] else "a" if a["min"] > b["max"] else "noise"'
 
 
-def _loader(wrong: str) -> str:
-    """A right set_seed with a wrong make_generator_loader (imports stay at the top)."""
-    head, sep, body = wrong.partition("\ndef make_generator_loader")
-    return head + "\n" + _SEED_OK + "\n" + sep + body
+def _compare(pairs: str = "seed, seed", verdict: str = _RANGES, check: str = _CHECK,
+             mean: str = "sum(values) / len(values)") -> str:
+    return _COMPARE.format(pairs=pairs, verdict=verdict, check=check, mean=mean)
 
 
 PITFALLS = {
-    "make_reproducible": {
-        "set_seed seeds torch only: NumPy keeps its own stream": _seed('''
-def set_seed(seed):
-    torch.manual_seed(seed)
-    random.seed(seed)
-'''),
-        "set_seed forgets Python's random module": _seed('''
-def set_seed(seed):
-    torch.manual_seed(seed)
-    np.random.seed(seed)
-'''),
-        "set_seed seeds a new NumPy Generator object instead of the global one": _seed('''
-def set_seed(seed):
-    torch.manual_seed(seed)
-    np.random.default_rng(seed)
-    random.seed(seed)
-'''),
-        "the loader shuffles from the global stream (torch.manual_seed, no generator)": _loader('''
-def make_generator_loader(dataset, batch_size, seed, num_workers=0):
-    torch.manual_seed(seed)
-    return DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=num_workers)
-'''),
-        "the loader has its own generator but does not shuffle": _loader('''
-def make_generator_loader(dataset, batch_size, seed, num_workers=0):
-    return DataLoader(dataset, batch_size=batch_size, shuffle=False, num_workers=num_workers,
-                      generator=torch.Generator().manual_seed(seed))
-'''),
-        "generator=torch.manual_seed(seed), which is the global generator": _loader('''
-def make_generator_loader(dataset, batch_size, seed, num_workers=0):
-    return DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=num_workers,
-                      generator=torch.manual_seed(seed))
-'''),
-        "a worker_init_fn seeds NumPy with the seed in every worker": _loader('''
-import functools
-
-
-def _numpy_seed(seed, worker_id):
-    np.random.seed(seed)
-
-
-def make_generator_loader(dataset, batch_size, seed, num_workers=0):
-    return DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=num_workers,
-                      worker_init_fn=functools.partial(_numpy_seed, seed),
-                      generator=torch.Generator().manual_seed(seed))
-'''),
+    "reproducible_script": {
+        "seeds torch only: the jitter's NumPy and random draws keep their own streams": _script(
+            seed="    torch.manual_seed(seed)\n"),
+        "forgets Python's random module (the jitter's strength)": _script(
+            seed="    torch.manual_seed(seed)\n    np.random.seed(seed)\n"),
+        "seeds a new NumPy Generator object instead of the global one": _script(
+            seed="    torch.manual_seed(seed)\n    np.random.default_rng(seed)\n    random.seed(seed)\n"),
+        "seeds everything, but after building the model (jitter_script's order kept)": _script(
+            seed="", after_model=_SEED_ALL),
+        "keeps distinct_worker_seeds: the workers seed from their process ids": _script(
+            workers="num_workers, worker_init_fn=distinct_worker_seeds"),
+        "drops the jitter: the points as they are, so nothing random happens to them": _script(
+            dataset="TensorDataset(torch.arange(len(X)), X, y)"),
     },
     "decoupled_run": {
         "coupled_run unchanged: the loader shuffles from the global stream, after the initialization": _run(f'''
@@ -131,48 +121,34 @@ from torch.utils.data import RandomSampler
     torch.manual_seed(seed)
 '''),
     },
-    "seed_sweep": {
-        "mean over the seeds instead of the results": '''
-def seed_sweep(train_fn, seeds):
-    values = [float(train_fn(seed)) for seed in seeds]
-    return {"values": values, "mean": sum(seeds) / len(seeds), "min": min(values), "max": max(values)}
-''',
-        "midpoint of min and max reported as the mean": '''
-def seed_sweep(train_fn, seeds):
-    values = [float(train_fn(seed)) for seed in seeds]
-    return {"values": values, "mean": (min(values) + max(values)) / 2, "min": min(values), "max": max(values)}
-''',
-        "trains once and reuses that result for every seed": '''
-def seed_sweep(train_fn, seeds):
+    "compare_recipes": {
+        "every run on one data set: the data seed fixed": _compare(pairs="seed, 0"),
+        "the recipes on other seeds: B's runs shifted by one": _compare(pairs="seed + (name == 'b'), seed"),
+        "the verdict from the first seed alone": _compare(
+            verdict='"b" if b["values"][0] > a["values"][0] else "a" if a["values"][0] > b["values"][0] else "noise"'),
+        "the verdict from the means alone": _compare(
+            verdict='"b" if b["mean"] > a["mean"] else "a" if a["mean"] > b["mean"] else "noise"'),
+        "midpoint of min and max reported as the mean": _compare(mean="(min(values) + max(values)) / 2"),
+        "trains once and reuses that result for every seed": """
+def compare_recipes(train_a, train_b, seeds):
     seeds = list(seeds)
-    result = float(train_fn(seeds[0]))
-    values = [result for _ in seeds]
-    return {"values": values, "mean": sum(values) / len(values), "min": min(values), "max": max(values)}
-''',
-        "passes the first seed to every run": '''
-def seed_sweep(train_fn, seeds):
-    seeds = list(seeds)
-    values = [float(train_fn(seeds[0])) for _ in seeds]
-    return {"values": values, "mean": sum(values) / len(values), "min": min(values), "max": max(values)}
-''',
-        "no 'values' key": '''
-def seed_sweep(train_fn, seeds):
-    values = [float(train_fn(seed)) for seed in seeds]
-    return {"mean": sum(values) / len(values), "min": min(values), "max": max(values)}
-''',
+    if len(seeds) < 2:
+        raise ValueError("a spread needs two seeds")
+    summaries = {}
+    for name, train_fn in (("a", train_a), ("b", train_b)):
+        result = float(train_fn(seeds[0], seeds[0]))
+        values = [result for _ in seeds]
+        summaries[name] = {"values": values, "mean": sum(values) / len(values), "min": min(values), "max": max(values)}
+    a, b = summaries["a"], summaries["b"]
+    verdict = "b" if b["min"] > a["max"] else "a" if a["min"] > b["max"] else "noise"
+    return {**summaries, "verdict": verdict}
+""",
     },
 }
 
 HIDDEN_ONLY = {
-    "make_reproducible": {
-        "one generator object for every loader, re-seeded on each call": _loader('''
-_GENERATOR = torch.Generator()
-
-
-def make_generator_loader(dataset, batch_size, seed, num_workers=0):
-    return DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=num_workers,
-                      generator=_GENERATOR.manual_seed(seed))
-'''),
+    "reproducible_script": {
+        "ignores num_epochs: always two epochs": _script().replace("range(num_epochs)", "range(2)"),
     },
     "decoupled_run": {
         "ignores num_epochs and batch_size (always coupled_run's defaults)": _run(f'''
@@ -185,55 +161,16 @@ def make_generator_loader(dataset, batch_size, seed, num_workers=0):
 }
 
 PLAUSIBLE = {
-    "make_reproducible": {
-        "torch.seed() for torch, which seeds from a fresh non-deterministic number": _seed('''
-def set_seed(seed):
-    torch.seed()
-    np.random.seed(seed)
-    random.seed(seed)
-'''),
-        "set_seed also switches deterministic algorithms on (the contract: change nothing else)": _seed('''
-def set_seed(seed):
-    torch.manual_seed(seed)
-    np.random.seed(seed)
-    random.seed(seed)
-    torch.use_deterministic_algorithms(True)
-'''),
-        "a plain shuffled DataLoader: the order ignores the seed and follows the global stream": _loader('''
-def make_generator_loader(dataset, batch_size, seed, num_workers=0):
-    return DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=num_workers)
-'''),
-        "right loader, but also calls torch.manual_seed(seed) (resets everybody's stream)": _loader('''
-def make_generator_loader(dataset, batch_size, seed, num_workers=0):
-    torch.manual_seed(seed)
-    return DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=num_workers,
-                      generator=torch.Generator().manual_seed(seed))
-'''),
-        "a RandomSampler without its own generator, plus generator= on the DataLoader": _loader('''
-from torch.utils.data import RandomSampler
-
-
-def make_generator_loader(dataset, batch_size, seed, num_workers=0):
-    return DataLoader(dataset, batch_size=batch_size, sampler=RandomSampler(dataset), num_workers=num_workers,
-                      generator=torch.Generator().manual_seed(seed))
-'''),
-        "one permutation drawn up front, the same order every epoch": _loader('''
-from torch.utils.data import Subset
-
-
-def make_generator_loader(dataset, batch_size, seed, num_workers=0):
-    order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed)).tolist()
-    return DataLoader(Subset(dataset, order), batch_size=batch_size, shuffle=False, num_workers=num_workers)
-'''),
-        "drop_last=True, so every batch has the same size": _loader('''
-def make_generator_loader(dataset, batch_size, seed, num_workers=0):
-    return DataLoader(dataset, batch_size=batch_size, shuffle=True, drop_last=True, num_workers=num_workers,
-                      generator=torch.Generator().manual_seed(seed))
-'''),
-        "ignores num_workers: every item is fetched in the main process": _loader('''
-def make_generator_loader(dataset, batch_size, seed, num_workers=0):
-    return DataLoader(dataset, batch_size=batch_size, shuffle=True, generator=torch.Generator().manual_seed(seed))
-'''),
+    "reproducible_script": {
+        "seeds everything with a fixed number, whatever the seed": _script(
+            seed="    torch.manual_seed(0)\n    np.random.seed(0)\n    random.seed(0)\n"),
+        "ignores num_workers: every item is fetched in the main process": _script(workers="0"),
+        "torch.seed() for torch, which seeds from a fresh non-deterministic number": _script(
+            seed="    torch.seed()\n    np.random.seed(seed)\n    random.seed(seed)\n"),
+        "one permutation drawn up front, the same order every epoch": _script(
+            dataset="torch.utils.data.Subset(JitterDataset(X, y), torch.randperm(len(X)).tolist())").replace(
+            "shuffle=True", "shuffle=False"),
+        "drop_last=True, so every batch has the same size": _script().replace("shuffle=True", "shuffle=True, drop_last=True"),
     },
     "decoupled_run": {
         "records the batches in a first pass over the loader, then trains on later passes": _run(f'''
@@ -280,134 +217,45 @@ def make_generator_loader(dataset, batch_size, seed, num_workers=0):
     assert model(X[:2]).shape == (2, 2)
 '''),
     },
-    "seed_sweep": {
-        "sorts the values (for min and max) and returns them sorted": '''
-def seed_sweep(train_fn, seeds):
-    values = sorted(float(train_fn(seed)) for seed in seeds)
-    return {"values": values, "mean": sum(values) / len(values), "min": values[0], "max": values[-1]}
-''',
-        "seeds torch itself before each call instead of only passing the seed on": '''
-def seed_sweep(train_fn, seeds):
-    values = []
-    for seed in seeds:
-        torch.manual_seed(seed)
-        values.append(float(train_fn(seed)))
-    return {"values": values, "mean": sum(values) / len(values), "min": min(values), "max": max(values)}
-''',
-        "rounds each result to 4 decimals": '''
-def seed_sweep(train_fn, seeds):
-    values = [round(float(train_fn(seed)), 4) for seed in seeds]
-    return {"values": values, "mean": sum(values) / len(values), "min": min(values), "max": max(values)}
-''',
-        "keeps each result as returned: tensors stay tensors, ints stay ints": '''
-def seed_sweep(train_fn, seeds):
-    values = [train_fn(seed) for seed in seeds]
-    return {"values": values, "mean": sum(values) / len(values), "min": min(values), "max": max(values)}
-''',
-        "the first and the last value reported as min and max": '''
-def seed_sweep(train_fn, seeds):
-    values = [float(train_fn(seed)) for seed in seeds]
-    return {"values": values, "mean": sum(values) / len(values), "min": values[0], "max": values[-1]}
-''',
-        "np.mean: the mean is a NumPy float64, not a Python float": '''
-def seed_sweep(train_fn, seeds):
-    values = [float(train_fn(seed)) for seed in seeds]
-    return {"values": values, "mean": np.mean(values), "min": min(values), "max": max(values)}
-''',
-        "collects the values in a module-level list that outlives the call": '''
-_VALUES = []
-
-
-def seed_sweep(train_fn, seeds):
-    for seed in seeds:
-        _VALUES.append(float(train_fn(seed)))
-    values = _VALUES
-    return {"values": values, "mean": sum(values) / len(values), "min": min(values), "max": max(values)}
-''',
+    "compare_recipes": {
+        "no ValueError for a single seed": _compare(check=""),
+        "np.mean: the mean is a NumPy float64, not a Python float": _compare(mean="np.mean(values)"),
+        "rounds each score to 1 decimal": _compare().replace("float(train_fn(seed, seed))",
+                                                             "round(float(train_fn(seed, seed)), 1)"),
+        "sorts the values (for min and max) and returns them sorted": _compare().replace(
+            "values = [float(train_fn(seed, seed)) for seed in seeds]",
+            "values = sorted(float(train_fn(seed, seed)) for seed in seeds)"),
+        "the verdict from a difference of means above 0.01": _compare(
+            verdict='"b" if b["mean"] - a["mean"] > 0.01 else "a" if a["mean"] - b["mean"] > 0.01 else "noise"'),
+        "the model seed fixed, only the data seed varies": _compare(pairs="0, seed"),
     },
 }
 
 RIGHT_ANSWERS = {
-    "make_reproducible": {
-        ("a RandomSampler with a generator of its own (the loader draws its workers' seed from the global "
-         "stream)"): _loader('''
-from torch.utils.data import RandomSampler
+    "reproducible_script": {
+        "a worker_init_fn seeding NumPy and random from torch's worker seed, a loader generator of its own": _script(
+            workers=("num_workers, worker_init_fn=seed_from_torch,\n"
+                     "                        generator=torch.Generator().manual_seed(seed)"),
+            before="""
+def seed_from_torch(worker_id):
+    np.random.seed(torch.initial_seed() % 2**32)
+    random.seed(torch.initial_seed())
 
-
-def make_generator_loader(dataset, batch_size, seed, num_workers=0):
-    sampler = RandomSampler(dataset, generator=torch.Generator().manual_seed(seed))
-    return DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=num_workers)
-'''),
-        "random.seed(str(seed)): another state than the int gives, but fixed by the seed": _seed('''
-def set_seed(seed):
-    torch.manual_seed(seed)
-    np.random.seed(seed)
-    random.seed(str(seed))
-'''),
-        "seeds torch from a NumPy draw fixed by the seed": _seed('''
-def set_seed(seed):
-    np.random.seed(seed)
-    random.seed(seed)
-    torch.manual_seed(int(np.random.randint(2**31)))
-'''),
-        "a data seed of its own, one past the seed": _loader('''
-def make_generator_loader(dataset, batch_size, seed, num_workers=0):
-    return DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=num_workers,
-                      generator=torch.Generator().manual_seed(seed + 1))
-'''),
-        "a sampler drawing each epoch's permutation from a private np.random.default_rng": _loader('''
-from torch.utils.data import Sampler
-
-
-class _NumpyOrder(Sampler):
-    def __init__(self, n, seed):
-        self.n, self.rng = n, np.random.default_rng(seed)
-
-    def __len__(self):
-        return self.n
-
-    def __iter__(self):
-        return iter(self.rng.permutation(self.n).tolist())
-
-
-def make_generator_loader(dataset, batch_size, seed, num_workers=0):
-    return DataLoader(dataset, batch_size=batch_size, sampler=_NumpyOrder(len(dataset), seed), num_workers=num_workers)
-'''),
-        "another order, torch.random.manual_seed, a seed_worker, positional arguments, prints": '''
-import sys
-
-
-def set_seed(seed):
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.random.manual_seed(seed)
-    print(f"seeded everything with {seed}")
-    print(f"debug: torch initial seed {torch.initial_seed()}", file=sys.stderr)
-
-
-def seed_worker(worker_id):
-    worker_seed = torch.initial_seed() % 2**32
-    np.random.seed(worker_seed)
-    random.seed(worker_seed)
-
-
-def make_generator_loader(dataset, batch_size, seed, num_workers=0):
-    generator = torch.Generator()
-    generator.manual_seed(seed)
-    loader = DataLoader(dataset, batch_size, True, num_workers=num_workers, worker_init_fn=seed_worker,
-                        generator=generator)
-    print("loader with", len(loader), "batches")
-    print("generator seed", generator.initial_seed(), file=sys.stderr)
-    return loader
-''',
+"""),
+        "other seeds for each stream, derived from the seed, and prints": _script(seed=(
+            "    print('seeding with', seed)\n    random.seed(f'jitter-{seed}')\n"
+            "    np.random.seed(seed + 1)\n    torch.random.manual_seed(seed + 2)\n")),
+        "seeds torch from a NumPy draw fixed by the seed": _script(seed=(
+            "    np.random.seed(seed)\n    random.seed(seed)\n    torch.manual_seed(int(np.random.randint(2**31)))\n")),
     },
     "decoupled_run": {
-        "loader from make_generator_loader built before the seed, CrossEntropyLoss, prints to stdout and stderr": '''
+        "a seeded loader built before the seed, CrossEntropyLoss, prints to stdout and stderr": '''
 import sys
 
 
 def decoupled_run(X, y, width, seed, num_epochs=2, batch_size=16):
-    loader = make_generator_loader(TensorDataset(torch.arange(len(X)), X, y), batch_size, seed)
+    loader = DataLoader(TensorDataset(torch.arange(len(X)), X, y), batch_size, True,
+                        generator=torch.Generator().manual_seed(seed))
     torch.manual_seed(seed)
     model = nn.Sequential(nn.Linear(X.shape[1], width), nn.ReLU(), nn.Dropout(0.2), nn.Linear(width, 2))
     loss_fn = nn.CrossEntropyLoss()
@@ -444,23 +292,27 @@ def decoupled_run(X, y, width, seed, num_epochs=2, batch_size=16):
     return batches, model
 ''',
     },
-    "seed_sweep": {
-        "statistics.fmean and sorted, a warning and a print to stderr": '''
+    "compare_recipes": {
+        "interleaved runs, data seeds offset, a 2-standard-deviation rule, statistics.fmean": """
 import statistics
 import sys
-import warnings
 
 
-def seed_sweep(train_fn, seeds):
-    values = []
+def compare_recipes(train_a, train_b, seeds):
+    seeds = list(seeds)
+    if len(seeds) <= 1:
+        raise ValueError(f"need two seeds or more, got {seeds}")
+    values = {"a": [], "b": []}
     for seed in seeds:
-        values.append(float(train_fn(seed)))
-        print(f"seed {seed}: {values[-1]}", file=sys.stderr)
-    if len(values) < 3:
-        warnings.warn("fewer than three seeds give a poor estimate of the spread")
-    ordered = sorted(values)
-    return {"values": values, "mean": statistics.fmean(values), "min": ordered[0], "max": ordered[-1]}
-''',
+        values["a"].append(float(train_a(seed, 10_000 + seed)))
+        values["b"].append(float(train_b(seed, 10_000 + seed)))
+        print(f"seed {seed}: {values['a'][-1]:.3f} {values['b'][-1]:.3f}", file=sys.stderr)
+    out = {name: {"values": v, "mean": statistics.fmean(v), "min": min(v), "max": max(v)} for name, v in values.items()}
+    spread = max(statistics.stdev(values["a"]), statistics.stdev(values["b"]))
+    gap = out["b"]["mean"] - out["a"]["mean"]
+    out["verdict"] = "b" if gap > 2 * spread else "a" if -gap > 2 * spread else "noise"
+    return out
+""",
     },
 }
 
@@ -482,46 +334,22 @@ FORGERIES = {
     return batches, model
 '''),
     },
-    "make_reproducible": {
-        "shuffles from the global stream; observe patched: booleans come out True": FORGED_OBSERVE + _loader('''
-
-def make_generator_loader(dataset, batch_size, seed, num_workers=0):
-    return DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=num_workers)
-'''),
-        "shuffles from the global stream, and puts the global generator back after every epoch": _loader('''
-class _TidyLoader(DataLoader):
-    def __iter__(self):
-        state = torch.get_rng_state()
-        try:
-            yield from super().__iter__()
-        finally:
-            torch.set_rng_state(state)
-
-
-def make_generator_loader(dataset, batch_size, seed, num_workers=0):
-    return _TidyLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=num_workers)
-'''),
-        "seeds torch and random only; observe patched: booleans come out True": FORGED_OBSERVE + _seed('''
-
-def set_seed(seed):
-    torch.manual_seed(seed)
-    random.seed(seed)
-'''),
+    "reproducible_script": {
+        "seeds torch only; observe patched: booleans come out True": FORGED_OBSERVE + _script(
+            seed="    torch.manual_seed(seed)\n"),
     },
 }
 
 # One wrong answer per rule bullet of each spec, breaking that rule alone.
 RULES = {
-    "make_reproducible": {
-        "same seed, same run": PITFALLS["make_reproducible"]["set_seed seeds torch only: NumPy keeps its own stream"],
-        "the width does not move the batches": PLAUSIBLE["make_reproducible"][
-            "a plain shuffled DataLoader: the order ignores the seed and follows the global stream"],
-        "the loader's order is its own":
-            HIDDEN_ONLY["make_reproducible"]["one generator object for every loader, re-seeded on each call"],
-        "each epoch a new permutation":
-            PLAUSIBLE["make_reproducible"]["one permutation drawn up front, the same order every epoch"],
-        "workers draw apart":
-            PITFALLS["make_reproducible"]["a worker_init_fn seeds NumPy with the seed in every worker"],
+    "reproducible_script": {
+        "same seed, same run": PITFALLS["reproducible_script"][
+            "seeds torch only: the jitter's NumPy and random draws keep their own streams"],
+        "with workers too": PITFALLS["reproducible_script"][
+            "keeps distinct_worker_seeds: the workers seed from their process ids"],
+        "the seed picks the run": PLAUSIBLE["reproducible_script"]["seeds everything with a fixed number, whatever the seed"],
+        "the same training": PITFALLS["reproducible_script"][
+            "drops the jitter: the points as they are, so nothing random happens to them"],
     },
     "decoupled_run": {
         "batches independent of the model": PITFALLS["decoupled_run"][
@@ -532,12 +360,11 @@ RULES = {
             "seeds the global stream again after building the model: the dropout masks move"],
         "what you return": PLAUSIBLE["decoupled_run"]["returns each batch's indices as a tensor"],
     },
-    "seed_sweep": {
-        "once per seed, in order": PITFALLS["seed_sweep"]["trains once and reuses that result for every seed"],
-        "only passes the seed on":
-            PLAUSIBLE["seed_sweep"]["seeds torch itself before each call instead of only passing the seed on"],
-        "four keys": PITFALLS["seed_sweep"]["no 'values' key"],
-        "`\"mean\"`, `\"min\"` and `\"max\"`": PITFALLS["seed_sweep"]["midpoint of min and max reported as the mean"],
-        "Python floats": PLAUSIBLE["seed_sweep"]["keeps each result as returned: tensors stay tensors, ints stay ints"],
+    "compare_recipes": {
+        "both recipes on the same runs": PITFALLS["compare_recipes"]["the recipes on other seeds: B's runs shifted by one"],
+        "every run a new draw": PITFALLS["compare_recipes"]["every run on one data set: the data seed fixed"],
+        "a summary per recipe": PITFALLS["compare_recipes"]["midpoint of min and max reported as the mean"],
+        "a verdict": PITFALLS["compare_recipes"]["the verdict from the means alone"],
+        "a spread needs two runs": PLAUSIBLE["compare_recipes"]["no ValueError for a single seed"],
     },
 }
