@@ -1,5 +1,10 @@
-"""The pinwheel data, the graph-size probe, the forward-mode recorder and the loss-curve figure of lesson 09."""
+"""The pinwheel data, the graph-size probe, the forward-mode recorder, the loss-curve figure and the warm-up's
+checks of lesson 09 and the visible checks of its two graded exercises
+(autograder/kernel/debugging_checks.py)."""
+import copy
 import math
+import re
+import warnings
 
 import matplotlib
 
@@ -10,7 +15,7 @@ import pytest
 import torch
 from torch import nn
 
-from autograder.kernel import checks, debugging
+from autograder.kernel import checks, debugging, debugging_checks
 
 
 def test_make_pinwheel_shapes_dtypes_and_balance():
@@ -95,96 +100,9 @@ def test_plot_loss_curves_labels_everything():
         debugging.plot_loss_curves({}, title="empty")
 
 
-# ---------------------------------------------------------------- the visible checks of the four exercises
-
-def _initial_loss_check(model, batch, num_classes, tol):
-    xb, yb = batch
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            loss = nn.functional.cross_entropy(model(xb), yb).item()
-    finally:
-        model.train(was_training)
-    return abs(loss - math.log(num_classes)) <= tol
-
-
-def _overfit_one_batch(model, batch, loss_fn, steps, lr, *, clear="before"):
-    xb, yb = batch
-    model.train()
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    for _ in range(steps):
-        if clear == "before":
-            optimizer.zero_grad()
-        loss = loss_fn(model(xb), yb)
-        loss.backward()
-        optimizer.step()
-        if clear == "after":
-            optimizer.zero_grad()
-    return loss.item()
-
-
-def _find_nan_source(fn):
-    import re
-    import warnings
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            with torch.autograd.detect_anomaly():
-                fn().backward()
-        except RuntimeError as err:
-            found = re.search(r"Function '(\w+)' returned nan values", str(err))
-            if found is None:
-                raise
-            return found.group(1)
-    return ""
-
-
-def test_exercise_checks_pass_correct_answers():
-    debugging.check_initial_loss_check(_initial_loss_check)
-    debugging.check_overfit_one_batch(_overfit_one_batch)
+def test_grad_norm_check_passes_get_total_norm():
     debugging.check_grad_norm(
         lambda model: nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None]).item())
-    debugging.check_find_nan_source(_find_nan_source)
-    assert not torch.is_anomaly_enabled()
-
-
-def test_initial_loss_check_check_names_a_one_sided_comparison():
-    def one_sided(model, batch, num_classes, tol):
-        xb, yb = batch
-        was_training = model.training
-        model.eval()
-        with torch.no_grad():
-            loss = nn.functional.cross_entropy(model(xb), yb).item()
-        model.train(was_training)
-        return loss - math.log(num_classes) <= tol
-
-    with pytest.raises(checks.CheckFailed, match="both directions"):
-        debugging.check_initial_loss_check(one_sided)
-
-
-def test_overfit_check_computes_its_reference_and_names_missing_zero_grad():
-    """The expected loss comes from the helper's own run on a copy: the model it hands over is not touched by it."""
-    with pytest.raises(checks.CheckFailed, match="never cleared"):
-        debugging.check_overfit_one_batch(lambda *args: _overfit_one_batch(*args, clear=None))
-
-
-def test_overfit_check_names_gradients_cleared_after_the_step():
-    """The model arrives with gradients in .grad: clearing after each step lets them reach the first update."""
-    with pytest.raises(checks.CheckFailed, match="cleared after each step instead of before each backward"):
-        debugging.check_overfit_one_batch(lambda *args: _overfit_one_batch(*args, clear="after"))
-
-
-def test_initial_loss_check_check_leaves_no_trace_to_lesson_04():
-    """Leaving the model in eval mode is lesson 04's to grade: the visible checks here accept it."""
-    def left_in_eval(model, batch, num_classes, tol):
-        xb, yb = batch
-        model.eval()
-        with torch.no_grad():
-            loss = nn.functional.cross_entropy(model(xb), yb).item()
-        return abs(loss - math.log(num_classes)) <= tol
-
-    debugging.check_initial_loss_check(left_in_eval)
 
 
 def test_grad_norm_check_catches_clip_grad_norm_with_inf_max_norm():
@@ -193,15 +111,6 @@ def test_grad_norm_check_catches_clip_grad_norm_with_inf_max_norm():
         debugging.check_grad_norm(lambda model: nn.utils.clip_grad_norm_(model.parameters(), math.inf).item())
     with pytest.raises(checks.CheckFailed, match="changed the gradients"):
         debugging.check_grad_norm(lambda model: nn.utils.clip_grad_norm_(model.parameters(), 1.0).item())
-
-
-def test_find_nan_source_check_names_the_forward_operation_mistake():
-    def forward_name(fn):
-        found = _find_nan_source(fn)
-        return found.replace("Backward0", "").lower()
-
-    with pytest.raises(checks.CheckFailed, match="forward operation"):
-        debugging.check_find_nan_source(forward_name)
 
 
 def test_show_anomaly_report_names_the_node_and_the_forward_line(capsys):
@@ -215,3 +124,121 @@ def test_show_anomaly_report_names_the_node_and_the_forward_line(capsys):
     assert "RuntimeError: Function 'DivBackward0' returned nan values" in out
     assert "the forward line that made it: return (a / a.sum()).sum()" in out
     assert not torch.is_anomaly_enabled()
+
+
+# ---------------------------------------------------------------- the visible checks of the two graded exercises
+# Answers written here with their parts swappable: each wrong answer changes one part of the right one.
+
+def _find_nan_source(model, batch, loss_fn, *, finite=torch.isfinite, seen="input", pick=0, loss_case=True,
+                     nothing=None, remove=True, clear=True):
+    xb, yb = batch
+    trouble = []
+
+    def bad(tensors):
+        return any(t is not None and not bool(finite(t).all()) for t in tensors)
+
+    old = [p.grad for p in model.parameters()]
+    if clear:
+        for p in model.parameters():
+            p.grad = None
+    handles = []
+    try:
+        for name, module in model.named_modules():
+            handles.append(module.register_forward_hook(
+                lambda m, a, out, name=name: trouble.append(name) if bad((out,)) else None))
+            handles.append(module.register_full_backward_hook(
+                lambda m, gin, gout, name=name: trouble.append(name) if bad(gin if seen == "input" else gout)
+                else None))
+            handles += [p.register_hook(lambda g, name=name: trouble.append(name) if bad((g,)) else None)
+                        for p in module.parameters(recurse=False)]
+        output = model(xb)
+        if trouble:
+            return trouble[pick]
+        if loss_case:
+            output.register_hook(lambda g: trouble.append("loss") if bad((g,)) else None)
+        loss = loss_fn(output, yb)
+        if loss_case and bad((loss,)):
+            return "loss"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            loss.backward()
+        return trouble[pick] if trouble else nothing
+    finally:
+        if remove:
+            for handle in handles:
+                handle.remove()
+        for p, g in zip(model.parameters(), old):
+            p.grad = g
+
+
+def _diagnose_run(model, batch, num_classes, steps, lr, *, baseline=math.log, both_ways=True, at_eval=True,
+                  zero_grad=True, nan_tests=("loss", "grads"), own_copy=True):
+    xb, yb = batch
+    net = copy.deepcopy(model) if own_copy else model
+    net.train(not at_eval)
+    with torch.no_grad():
+        first = nn.functional.cross_entropy(net(xb), yb).item()
+    if nan_tests and not math.isfinite(first):
+        return "non-finite"
+    net.train()
+    optimizer = torch.optim.Adam(net.parameters(), lr=lr)
+    for _ in range(steps):
+        if zero_grad:
+            optimizer.zero_grad()
+        loss = nn.functional.cross_entropy(net(xb), yb)
+        loss.backward()
+        grads_bad = any(not bool(torch.isfinite(p.grad).all()) for p in net.parameters() if p.grad is not None)
+        if ("loss" in nan_tests and not torch.isfinite(loss)) or ("grads" in nan_tests and grads_bad):
+            return "non-finite"
+        optimizer.step()
+    gap = first - baseline(num_classes)
+    if (abs(gap) if both_ways else gap) > 0.5:
+        return "initial loss"
+    return "cannot fit" if loss.item() > 0.1 else "ok"
+
+
+def test_visible_checks_pass_the_right_answers():
+    debugging_checks.check_find_nan_source(_find_nan_source)
+    debugging_checks.check_diagnose_run(_diagnose_run)
+    assert debugging_checks.count_hooks(nn.Sequential(nn.Linear(2, 2), nn.ReLU())) == 0
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(pick=-1), "only passed on the non-finite values"),
+    (dict(finite=lambda t: ~torch.isnan(t)), "torch.isnan misses -inf"),
+    (dict(seen="output"), "received a NaN gradient from 'radius'"),
+    (dict(loss_case=False), "no module made it"),
+    (dict(nothing=""), "None, not the empty string"),
+    (dict(remove=False), "still registered"),
+    (dict(clear=False), "adds into .grad"),
+])
+def test_find_nan_source_check_names_each_mistake(change, message):
+    with pytest.raises(checks.CheckFailed, match=re.escape(message)):
+        debugging_checks.check_find_nan_source(lambda *args: _find_nan_source(*args, **change))
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(baseline=math.log10), "a baseline other than -log(1/C)"),
+    (dict(baseline=lambda c: 1 / c), "a baseline other than -log(1/C)"),
+    (dict(both_ways=False), "the distance counts both ways"),
+    (dict(at_eval=False), "At evaluation, dropout off"),
+    (dict(zero_grad=False), "gradients never cleared"),
+    (dict(nan_tests=()), "Every comparison with NaN is False"),
+    (dict(nan_tests=("loss",)), "Test the gradients too"),
+    (dict(own_copy=False), "trained the caller's model"),
+])
+def test_diagnose_run_check_names_each_mistake(change, message):
+    with pytest.raises(checks.CheckFailed, match=re.escape(message)):
+        debugging_checks.check_diagnose_run(lambda *args: _diagnose_run(*args, **change))
+
+
+def test_count_hooks_sees_module_parameter_and_global_hooks():
+    net = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
+    handles = [net[0].register_forward_hook(lambda *a: None), net.register_full_backward_hook(lambda *a: None),
+               net[0].weight.register_hook(lambda g: g), nn.modules.module.register_module_forward_hook(lambda *a: None)]
+    try:
+        assert debugging_checks.count_hooks(net) == 4
+    finally:
+        for handle in handles:
+            handle.remove()
+    assert debugging_checks.count_hooks(net) == 0

@@ -1,541 +1,271 @@
 """Wrong answers for lesson 09_debugging_training: each embodies one listed pitfall.
 
 Keyed exercise -> pitfall -> answer cell. PLAUSIBLE are mistakes the spec does not list (the hidden checks reject
-them), RIGHT_ANSWERS correct answers written differently, FORGERIES wrong answers that forge their evidence.
+them), RIGHT_ANSWERS correct answers written differently.
 """
-from coursekit import FORGED_OBSERVE
+
+# The solution's find_nan_source, with its parts swappable: each wrong answer below changes one of them.
+NAN_TOOL = '''
+def find_nan_source(model, batch, loss_fn):
+    xb, yb = batch
+    trouble = []
+
+    def bad(tensors):
+        return any(t is not None and not bool(FINITE(t).all()) for t in tensors)
+
+    def fwd(name):
+        return lambda m, a, out: trouble.append(name) if bad(out if isinstance(out, tuple) else (out,)) else None
+
+    def bwd(name):
+        return lambda m, gin, gout: trouble.append(name) if bad(GRAD_SEEN) else None
+
+    def par(name):
+        return lambda g: trouble.append(name) if bad((g,)) else None
+
+    old = SAVE
+    CLEAR
+    handles = []
+    try:
+        for name, module in model.named_modules():
+            handles.append(module.register_forward_hook(fwd(name)))
+            handles.append(module.register_full_backward_hook(bwd(name)))
+            if PARAMS:
+                handles += [p.register_hook(par(name)) for p in module.parameters(recurse=False) if p.requires_grad]
+        output = model(xb)
+        if trouble:
+            return trouble[PICK]
+        if LOSS_CASE:
+            output.register_hook(lambda g: trouble.append("loss") if bad((g,)) else None)
+        loss = loss_fn(output, yb)
+        if LOSS_CASE and bad((loss,)):
+            return "loss"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            loss.backward()
+        return trouble[PICK] if trouble else NONE
+    finally:
+        if REMOVE:
+            for handle in handles:
+                handle.remove()
+        RESTORE
+'''
+NAN_PARTS = dict(FINITE="torch.isfinite", GRAD_SEEN="gin", SAVE="[p.grad for p in model.parameters()]",
+                 CLEAR="for p in model.parameters():\n        p.grad = None", PARAMS="True", PICK="0",
+                 LOSS_CASE="True", NONE="None", REMOVE="True",
+                 RESTORE="for p, g in zip(model.parameters(), old):\n            p.grad = g")
+
+
+def nan_tool(**changes):
+    source = NAN_TOOL
+    for key, value in {**NAN_PARTS, **changes}.items():
+        source = source.replace(key, value)
+    return source
+
+
+# The solution's diagnose_run, with its parts swappable.
+DIAGNOSE = '''
+def diagnose_run(model, batch, num_classes, steps, lr):
+    xb, yb = batch
+    net = COPY
+    EVAL
+    with torch.no_grad():
+        first = nn.functional.cross_entropy(net(xb), yb).item()
+    if FIRST_CHECK:
+        return "non-finite"
+    net.train()
+    optimizer = OPTIMIZER
+    for _ in range(steps):
+        CLEAR
+        loss = nn.functional.cross_entropy(net(xb), yb)
+        loss.backward()
+        grads = [p.grad for p in net.parameters() if p.grad is not None]
+        if LOOP_CHECK:
+            return "non-finite"
+        optimizer.step()
+    ORDER
+    return "ok"
+'''
+DIAGNOSE_PARTS = dict(
+    COPY="copy.deepcopy(model)", EVAL="net.eval()", FIRST_CHECK="not math.isfinite(first)",
+    OPTIMIZER="torch.optim.Adam(net.parameters(), lr=lr)", CLEAR="optimizer.zero_grad()",
+    LOOP_CHECK="not torch.isfinite(loss) or not all(bool(torch.isfinite(g).all()) for g in grads)",
+    ORDER=("if FAR:\n        return \"initial loss\"\n    if loss.item() > 0.1:\n        return \"cannot fit\""),
+    FAR="abs(first - math.log(num_classes)) > 0.5")
+
+
+def diagnose(**changes):
+    parts = {**DIAGNOSE_PARTS, **changes}
+    source = DIAGNOSE.replace("ORDER", parts.pop("ORDER"))
+    for key, value in parts.items():
+        source = source.replace(key, value)
+    return source
+
 
 PITFALLS = {
-    "initial_loss_check": {
-        "compares with log10(C) instead of ln C": '''
-def initial_loss_check(model, batch, num_classes, tol):
-    xb, yb = batch
-    was_training = model.training
-    model.eval()
-    with torch.no_grad():
-        loss = nn.functional.cross_entropy(model(xb), yb).item()
-    model.train(was_training)
-    return abs(loss - math.log10(num_classes)) <= tol
-''',
-        "compares with 1/C instead of -log(1/C)": '''
-def initial_loss_check(model, batch, num_classes, tol):
-    xb, yb = batch
-    was_training = model.training
-    model.eval()
-    with torch.no_grad():
-        loss = nn.functional.cross_entropy(model(xb), yb).item()
-    model.train(was_training)
-    return abs(loss - 1 / num_classes) <= tol
-''',
-        "runs the model in training mode, dropout on": '''
-def initial_loss_check(model, batch, num_classes, tol):
-    xb, yb = batch
-    with torch.no_grad():
-        loss = nn.functional.cross_entropy(model(xb), yb).item()
-    return abs(loss - math.log(num_classes)) <= tol
-''',
-        "returns a tensor instead of a bool": '''
-def initial_loss_check(model, batch, num_classes, tol):
-    xb, yb = batch
-    was_training = model.training
-    model.eval()
-    with torch.no_grad():
-        loss = nn.functional.cross_entropy(model(xb), yb)
-    model.train(was_training)
-    return (loss - math.log(num_classes)).abs() <= tol
-''',
-        "one-sided comparison accepts a loss far below ln C": '''
-def initial_loss_check(model, batch, num_classes, tol):
-    xb, yb = batch
-    was_training = model.training
-    model.eval()
-    with torch.no_grad():
-        loss = nn.functional.cross_entropy(model(xb), yb).item()
-    model.train(was_training)
-    return loss - math.log(num_classes) <= tol
-''',
-        "leaves the model in eval mode": '''
-def initial_loss_check(model, batch, num_classes, tol):
-    xb, yb = batch
-    model.eval()
-    with torch.no_grad():
-        loss = nn.functional.cross_entropy(model(xb), yb).item()
-    return abs(loss - math.log(num_classes)) <= tol
-''',
-        "builds a graph: no torch.no_grad()": '''
-def initial_loss_check(model, batch, num_classes, tol):
-    xb, yb = batch
-    was_training = model.training
-    model.eval()
-    loss = nn.functional.cross_entropy(model(xb), yb).item()
-    model.train(was_training)
-    return abs(loss - math.log(num_classes)) <= tol
-''',
-    },
-    "overfit_one_batch": {
-        "forgets zero_grad": '''
-def overfit_one_batch(model, batch, loss_fn, steps, lr):
-    xb, yb = batch
-    model.train()
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    for _ in range(steps):
-        loss = loss_fn(model(xb), yb)
-        loss.backward()
-        optimizer.step()
-    return loss.item()
-''',
-        "returns the loss tensor": '''
-def overfit_one_batch(model, batch, loss_fn, steps, lr):
-    xb, yb = batch
-    model.train()
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    for _ in range(steps):
-        optimizer.zero_grad()
-        loss = loss_fn(model(xb), yb)
-        loss.backward()
-        optimizer.step()
-    return loss
-''',
-        "never calls model.train()": '''
-def overfit_one_batch(model, batch, loss_fn, steps, lr):
-    xb, yb = batch
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    for _ in range(steps):
-        optimizer.zero_grad()
-        loss = loss_fn(model(xb), yb)
-        loss.backward()
-        optimizer.step()
-    return loss.item()
-''',
-        "a new Adam optimizer on every step": '''
-def overfit_one_batch(model, batch, loss_fn, steps, lr):
-    xb, yb = batch
-    model.train()
-    for _ in range(steps):
-        optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-        optimizer.zero_grad()
-        loss = loss_fn(model(xb), yb)
-        loss.backward()
-        optimizer.step()
-    return loss.item()
-''',
-        "returns a loss computed again after the loop": '''
-def overfit_one_batch(model, batch, loss_fn, steps, lr):
-    xb, yb = batch
-    model.train()
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    for _ in range(steps):
-        optimizer.zero_grad()
-        loss = loss_fn(model(xb), yb)
-        loss.backward()
-        optimizer.step()
-    with torch.no_grad():
-        return loss_fn(model(xb), yb).item()
-''',
-    },
     "find_nan_source": {
-        "returns the whole error message": '''
-def find_nan_source(fn):
-    try:
-        with torch.autograd.detect_anomaly():
-            fn().backward()
-    except RuntimeError as err:
-        if "returned nan values" not in str(err):
-            raise
-        return str(err)
-    return ""
-''',
-        "returns the forward operation's name": '''
-def find_nan_source(fn):
-    try:
-        with torch.autograd.detect_anomaly():
-            fn().backward()
-    except RuntimeError as err:
-        found = re.search(r"Function '(\\w+)' returned nan values", str(err))
-        if found is None:
-            raise
-        return found.group(1).replace("Backward0", "").lower()
-    return ""
-''',
-        "returns None when there is no NaN": '''
-def find_nan_source(fn):
-    try:
-        with torch.autograd.detect_anomaly():
-            fn().backward()
-    except RuntimeError as err:
-        found = re.search(r"Function '(\\w+)' returned nan values", str(err))
-        if found is None:
-            raise
-        return found.group(1)
-    return None
-''',
-        "swallows errors that are not NaNs": '''
-def find_nan_source(fn):
-    try:
-        with torch.autograd.detect_anomaly():
-            fn().backward()
-    except Exception as err:
-        found = re.search(r"Function '(\\w+)' returned nan values", str(err))
-        return found.group(1) if found else ""
-    return ""
-''',
-        "leaves anomaly mode on": '''
-def find_nan_source(fn):
-    torch.autograd.set_detect_anomaly(True)
-    try:
-        fn().backward()
-    except RuntimeError as err:
-        found = re.search(r"Function '(\\w+)' returned nan values", str(err))
-        if found is None:
-            raise
-        return found.group(1)
-    return ""
-''',
+        "names the outermost module: the last forward hook to fire": nan_tool(PICK="-1"),
+        "torch.isnan: misses an infinity": nan_tool(FINITE="(lambda t: ~torch.isnan(t))"),
+        "tests grad_output, so it names the module that received the NaN": nan_tool(GRAD_SEEN="gout"),
+        "no 'loss' case: blames the last module for the loss's NaN": nan_tool(LOSS_CASE="False"),
+        "returns '' when nothing is non-finite": nan_tool(NONE='""'),
+        "leaves its hooks on the model": nan_tool(REMOVE="False"),
+        "keeps references to .grad, which backward adds into in place": nan_tool(CLEAR="pass"),
+    },
+    "diagnose_run": {
+        "compares with log10(C) instead of ln C": diagnose(FAR="abs(first - math.log10(num_classes)) > 0.5"),
+        "compares with 1/C instead of -log(1/C)": diagnose(FAR="abs(first - 1 / num_classes) > 0.5"),
+        "one-sided: accepts a first loss far below ln C": diagnose(FAR="first - math.log(num_classes) > 0.5"),
+        "first loss in training mode, dropout on": diagnose(EVAL="net.train()"),
+        "forgets zero_grad in the fit": diagnose(CLEAR="pass"),
+        "never tests for NaN: every comparison with NaN is False": diagnose(FIRST_CHECK="False",
+                                                                           LOOP_CHECK="False"),
+        "tests the loss but not the gradients": diagnose(LOOP_CHECK="not torch.isfinite(loss)"),
+        "trains the caller's model": diagnose(COPY="model"),
     },
 }
 
 # Wrong answers that pass every visible check and fail only the hidden ones (edge cases the hidden tests add).
 HIDDEN_ONLY = {
-    "initial_loss_check": {
-        "hard-codes ln 4, the baseline of the lesson's four classes (the visible checks use four classes)": '''
-def initial_loss_check(model, batch, num_classes, tol):
-    xb, yb = batch
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            loss = nn.functional.cross_entropy(model(xb), yb).item()
-    finally:
-        model.train(was_training)
-    return abs(loss - math.log(4)) <= tol
-''',
+    "diagnose_run": {
+        "hard-codes ln 4, the baseline of the visible checks' four classes":
+            diagnose(FAR="abs(first - math.log(4)) > 0.5"),
     },
 }
 
 PLAUSIBLE = {
-    "initial_loss_check": {
-        "nll_loss on the raw logits (no log_softmax)": """
-def initial_loss_check(model, batch, num_classes, tol):
-    xb, yb = batch
-    was_training = model.training
-    model.eval()
-    with torch.no_grad():
-        loss = nn.functional.nll_loss(model(xb), yb).item()
-    model.train(was_training)
-    return abs(loss - math.log(num_classes)) <= tol
-""",
-        "a relative tolerance, abs(loss / ln C - 1) <= tol": """
-def initial_loss_check(model, batch, num_classes, tol):
-    xb, yb = batch
-    was_training = model.training
-    model.eval()
-    with torch.no_grad():
-        loss = nn.functional.cross_entropy(model(xb), yb).item()
-    model.train(was_training)
-    return abs(loss / math.log(num_classes) - 1) <= tol
-""",
-        "always calls model.train() afterwards, whatever mode the model came in": """
-def initial_loss_check(model, batch, num_classes, tol):
-    xb, yb = batch
-    model.eval()
-    with torch.no_grad():
-        loss = nn.functional.cross_entropy(model(xb), yb).item()
-    model.train()
-    return abs(loss - math.log(num_classes)) <= tol
-""",
-        "the summed loss (reduction='sum') instead of the mean": """
-def initial_loss_check(model, batch, num_classes, tol):
-    xb, yb = batch
-    was_training = model.training
-    model.eval()
-    with torch.no_grad():
-        loss = nn.functional.cross_entropy(model(xb), yb, reduction="sum").item()
-    model.train(was_training)
-    return abs(loss - math.log(num_classes)) <= tol
-""",
-    },
-    "overfit_one_batch": {
-        "AdamW, whose default weight decay is 0.01": """
-def overfit_one_batch(model, batch, loss_fn, steps, lr):
-    xb, yb = batch
-    model.train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
-    for _ in range(steps):
-        optimizer.zero_grad()
-        loss = loss_fn(model(xb), yb)
-        loss.backward()
-        optimizer.step()
-    return loss.item()
-""",
-        "zero_grad after the step, so gradients the model arrived with reach the first step": """
-def overfit_one_batch(model, batch, loss_fn, steps, lr):
-    xb, yb = batch
-    model.train()
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    for _ in range(steps):
-        loss = loss_fn(model(xb), yb)
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
-    return loss.item()
-""",
-        "returns the mean loss over all steps": """
-def overfit_one_batch(model, batch, loss_fn, steps, lr):
-    xb, yb = batch
-    model.train()
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    losses = []
-    for _ in range(steps):
-        optimizer.zero_grad()
-        loss = loss_fn(model(xb), yb)
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
-    return sum(losses) / len(losses)
-""",
-        "puts the model back in the mode it arrived in": """
-def overfit_one_batch(model, batch, loss_fn, steps, lr):
-    xb, yb = batch
-    was_training = model.training
-    model.train()
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    for _ in range(steps):
-        optimizer.zero_grad()
-        loss = loss_fn(model(xb), yb)
-        loss.backward()
-        optimizer.step()
-    model.train(was_training)
-    return loss.item()
-""",
-    },
     "find_nan_source": {
-        "set_detect_anomaly(False) only on the path without a NaN": """
-def find_nan_source(fn):
-    torch.autograd.set_detect_anomaly(True)
-    try:
-        fn().backward()
-    except RuntimeError as err:
-        found = re.search(r"Function '(\\w+)' returned nan values", str(err))
-        if found is None:
-            raise
-        return found.group(1)
-    torch.autograd.set_detect_anomaly(False)
-    return ""
-""",
-        "takes the first quoted part of any RuntimeError": """
-def find_nan_source(fn):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            with torch.autograd.detect_anomaly():
-                fn().backward()
-        except RuntimeError as err:
-            parts = str(err).split("'")
-            if len(parts) < 3:
-                raise
-            return parts[1]
-    return ""
-""",
-        "answers 'forward' when the loss is already NaN, without running backward": """
-def find_nan_source(fn):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            with torch.autograd.detect_anomaly():
-                loss = fn()
-                if torch.isnan(loss).any():
-                    return "forward"
-                loss.backward()
-        except RuntimeError as err:
-            found = re.search(r"Function '(\\w+)' returned nan values", str(err))
-            if found is None:
-                raise
-            return found.group(1)
-    return ""
-""",
-    },
-}
-
-RIGHT_ANSWERS = {
-    "initial_loss_check": {
-        "inference_mode, log_softmax and gather in float64, prints to stdout and stderr": """
-import sys
-
-
-def initial_loss_check(model, batch, num_classes, tol):
+        "watches module inputs' gradients only, not parameters'": nan_tool(PARAMS="False"),
+        "restores the hooks only when no error was raised": nan_tool(REMOVE="False").replace(
+            "        output = model(xb)\n", "        output = model(xb)\n        for h in handles:\n"
+            "            h.remove()\n"),
+        "names the node anomaly mode reports, not the module": """
+def find_nan_source(model, batch, loss_fn):
     xb, yb = batch
-    mode = model.training
-    model.train(False)
-    try:
-        with torch.inference_mode():
-            logp = model(xb).double().log_softmax(dim=1)
-            loss = -logp.gather(1, yb[:, None]).mean().item()
-    finally:
-        model.train(mode)
-    print(f"initial loss {loss:.4f}, ln C {math.log(num_classes):.4f}")
-    print("checked in eval mode", file=sys.stderr)
-    return bool(math.log(num_classes) - tol <= loss <= math.log(num_classes) + tol)
-""",
-    },
-    "overfit_one_batch": {
-        "model.zero_grad(), float(loss), prints to stdout and stderr": """
-import sys
-
-
-def overfit_one_batch(model, batch, loss_fn, steps, lr):
-    device = next(model.parameters()).device
-    xb, yb = batch[0].to(device), batch[1].to(device)
-    model.train(True)
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.999), weight_decay=0)
-    history = []
-    for step in range(steps):
-        model.zero_grad()
-        loss = loss_fn(model(xb), yb)
-        loss.backward()
-        history.append(float(loss))
-        optimizer.step()
-    print("losses", [round(v, 3) for v in history[:3]], "...")
-    print(f"{steps} steps done", file=sys.stderr)
-    return history[-1]
-""",
-    },
-    "find_nan_source": {
-        "str.split on the quotes after a test for the message, prints to stderr": """
-import sys
-
-
-def find_nan_source(fn):
+    old = [None if p.grad is None else p.grad.clone() for p in model.parameters()]
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             with torch.autograd.detect_anomaly():
-                fn().backward()
-    except RuntimeError as err:
-        message = str(err)
-        if "returned nan values" not in message:
-            raise
-        print("anomaly:", message.splitlines()[0], file=sys.stderr)
-        return message.split("'")[1]
-    print("no NaN in backward")
-    return ""
-""",
-    },
-}
-
-FORGERIES = {
-    "initial_loss_check": {
-        "dropout on (no model.eval()); rewrites what record_forward_modes saw": """
-def initial_loss_check(model, batch, num_classes, tol):
-    xb, yb = batch
-    with torch.no_grad():
-        loss = nn.functional.cross_entropy(model(xb), yb).item()
-    for module in model.modules():
-        for hook in list(module._forward_hooks.values()):
-            for cell in hook.__closure__ or ():
-                record = cell.cell_contents
-                if isinstance(record, list):
-                    record[:] = [(False, False)] * len(record)
-    return abs(loss - math.log(num_classes)) <= tol
-""",
-        "compares with log10(C); observe patched so that booleans come out True": FORGED_OBSERVE + """
-
-def initial_loss_check(model, batch, num_classes, tol):
-    xb, yb = batch
-    was_training = model.training
-    model.eval()
-    with torch.no_grad():
-        loss = nn.functional.cross_entropy(model(xb), yb).item()
-    model.train(was_training)
-    return abs(loss - math.log10(num_classes)) <= tol
-""",
-    },
-    "find_nan_source": {
-        "leaves anomaly mode on; torch.is_anomaly_enabled patched to answer False": """
-torch.is_anomaly_enabled = lambda: False
-
-
-def find_nan_source(fn):
-    torch.autograd.set_detect_anomaly(True)
-    try:
-        fn().backward()
+                loss_fn(model(xb), yb).backward()
     except RuntimeError as err:
         found = re.search(r"Function '(\\w+)' returned nan values", str(err))
         if found is None:
             raise
         return found.group(1)
-    return ""
+    finally:
+        for p, g in zip(model.parameters(), old):
+            p.grad = g
+    return None
 """,
-        "returns the forward operation's name; observe patched so that booleans come out True": FORGED_OBSERVE + """
+    },
+    "diagnose_run": {
+        "checks 'cannot fit' before 'initial loss'": diagnose(ORDER=(
+            "if loss.item() > 0.1:\n        return \"cannot fit\"\n    if FAR:\n        return \"initial loss\"")),
+        "SGD at lr instead of Adam": diagnose(OPTIMIZER="torch.optim.SGD(net.parameters(), lr=lr)"),
+        "leaves the caller's model in training mode": diagnose(COPY="model", EVAL="model.eval()").replace(
+            "    net.train()\n", "    net.train()\n    net = copy.deepcopy(model)\n    optimizer = None\n").replace(
+            "    optimizer = torch.optim", "    optimizer = optimizer or torch.optim"),
+    },
+}
 
-def find_nan_source(fn):
+RIGHT_ANSWERS = {
+    "find_nan_source": {
+        "torch.autograd.grad instead of backward, pre-hooks on inputs, prints to stderr": """
+import sys
+
+
+def find_nan_source(model, batch, loss_fn):
+    xb, yb = batch
+    order = []
+    finite = lambda t: t is None or bool(torch.isfinite(t).all())
+    hooks = []
+    params = [p for p in model.parameters() if p.requires_grad]
     try:
-        with torch.autograd.detect_anomaly():
-            fn().backward()
-    except RuntimeError as err:
-        found = re.search(r"Function '(\\w+)' returned nan values", str(err))
-        if found is None:
-            raise
-        return found.group(1).replace("Backward0", "").lower()
-    return ""
+        for name, m in model.named_modules():
+            hooks.append(m.register_forward_hook(
+                lambda m, a, o, name=name: order.append(name) if not finite(o) else None))
+            hooks.append(m.register_full_backward_hook(
+                lambda m, gi, go, name=name: order.append(name) if not all(finite(g) for g in gi) else None))
+            for p in m.parameters(recurse=False):
+                if p.requires_grad:
+                    hooks.append(p.register_hook(lambda g, name=name: order.append(name) if not finite(g) else None))
+        out = model(xb)
+        if order:
+            return order[0]
+        loss = loss_fn(out, yb)
+        if not finite(loss):
+            return "loss"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            grad_out, = torch.autograd.grad(loss, [out], retain_graph=True)
+            if not finite(grad_out):
+                return "loss"
+            torch.autograd.grad(loss, params, allow_unused=True)
+        print("trouble at", order[:1], file=sys.stderr)
+        return order[0] if order else None
+    finally:
+        for h in hooks:
+            h.remove()
+""",
+    },
+    "diagnose_run": {
+        "trains the caller's model and puts back its state, grads and mode; loss after the loop; prints": """
+import sys
+
+
+def diagnose_run(model, batch, num_classes, steps, lr):
+    xb, yb = batch
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    grads = [p.grad for p in model.parameters()]
+    mode = model.training
+    try:
+        model.eval()
+        with torch.no_grad():
+            first = nn.functional.cross_entropy(model(xb), yb).item()
+        verdict = None if math.isfinite(first) else "non-finite"
+        model.train()
+        for p in model.parameters():
+            p.grad = None
+        opt = torch.optim.Adam(model.parameters(), lr=lr)
+        for step in range(steps if verdict is None else 0):
+            opt.zero_grad(set_to_none=False)
+            loss = nn.functional.cross_entropy(model(xb), yb)
+            loss.backward()
+            if not math.isfinite(loss.item()) or any(not torch.isfinite(p.grad).all() for p in model.parameters()
+                                                     if p.grad is not None):
+                verdict = "non-finite"
+                break
+            opt.step()
+        if verdict is None:
+            with torch.no_grad():
+                after = nn.functional.cross_entropy(model(xb), yb).item()
+            verdict = ("initial loss" if abs(first - math.log(num_classes)) > 0.5 else
+                       "cannot fit" if after > 0.1 else "ok")
+        print("verdict", verdict, file=sys.stderr)
+        return verdict
+    finally:
+        model.load_state_dict(state)
+        for p, g in zip(model.parameters(), grads):
+            p.grad = g
+        model.train(mode)
 """,
     },
 }
 
-# Leaving no trace is defined and graded in lesson 04; this exercise names it and grades it no more: an answer that
-# leaves the model in eval mode keeps its points.
-RIGHT_ANSWERS["initial_loss_check"]["leaves the model in eval mode (no trace is lesson 04's, not graded again)"] = \
-    PITFALLS["initial_loss_check"].pop("leaves the model in eval mode")
-RIGHT_ANSWERS["initial_loss_check"]["always calls model.train() afterwards, whatever mode the model came in"] = \
-    PLAUSIBLE["initial_loss_check"].pop("always calls model.train() afterwards, whatever mode the model came in")
-# Found by trying the exercise as a student would: it passed every visible check before.
-PITFALLS["overfit_one_batch"]["zero_grad after the step, so gradients the model arrived with reach the first step"] = \
-    PLAUSIBLE["overfit_one_batch"].pop(
-        "zero_grad after the step, so gradients the model arrived with reach the first step")
-
 # One wrong answer per rule bullet of each spec, breaking that rule alone.
 RULES = {
-    "initial_loss_check": {
-        "the loss": PLAUSIBLE["initial_loss_check"]["the summed loss (reduction='sum') instead of the mean"],
-        "the baseline": PITFALLS["initial_loss_check"]["compares with log10(C) instead of ln C"],
-        "both directions": PITFALLS["initial_loss_check"]["one-sided comparison accepts a loss far below ln C"],
-        "as at evaluation": PITFALLS["initial_loss_check"]["runs the model in training mode, dropout on"],
-        "no graph": PITFALLS["initial_loss_check"]["builds a graph: no torch.no_grad()"],
-    },
-    "overfit_one_batch": {
-        "training mode": '''
-def overfit_one_batch(model, batch, loss_fn, steps, lr):
-    xb, yb = batch
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    for _ in range(steps):
-        optimizer.zero_grad()
-        loss = loss_fn(model(xb), yb)
-        loss.backward()
-        optimizer.step()
-    model.train()  # too late: every forward pass ran in the mode the model arrived in
-    return loss.item()
-''',
-        "Adam at `lr`": PITFALLS["overfit_one_batch"]["a new Adam optimizer on every step"],
-        "`steps` updates": '''
-def overfit_one_batch(model, batch, loss_fn, steps, lr):
-    xb, yb = batch
-    model.train()
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    for _ in range(steps + 1):  # one step too many
-        optimizer.zero_grad()
-        loss = loss_fn(model(xb), yb)
-        loss.backward()
-        optimizer.step()
-    return loss.item()
-''',
-        "each step's own gradient": PITFALLS["overfit_one_batch"][
-            "zero_grad after the step, so gradients the model arrived with reach the first step"],
-        "the last step's loss": PITFALLS["overfit_one_batch"]["returns a loss computed again after the loop"],
-    },
     "find_nan_source": {
-        "the backward node's name": PITFALLS["find_nan_source"]["returns the forward operation's name"],
-        "`\"\"` without a NaN": PITFALLS["find_nan_source"]["returns None when there is no NaN"],
-        "other errors pass through": PITFALLS["find_nan_source"]["swallows errors that are not NaNs"],
-        "anomaly mode off afterwards":
-            PLAUSIBLE["find_nan_source"]["set_detect_anomaly(False) only on the path without a NaN"],
+        "forward first": PITFALLS["find_nan_source"]["names the outermost module: the last forward hook to fire"],
+        "the loss": PITFALLS["find_nan_source"]["no 'loss' case: blames the last module for the loss's NaN"],
+        "then backward": PITFALLS["find_nan_source"]["tests grad_output, so it names the module that received the NaN"],
+        "`None`": PITFALLS["find_nan_source"]["returns '' when nothing is non-finite"],
+        "leave no trace": PITFALLS["find_nan_source"]["leaves its hooks on the model"],
+    },
+    "diagnose_run": {
+        '`"non-finite"`': PITFALLS["diagnose_run"]["never tests for NaN: every comparison with NaN is False"],
+        '`"initial loss"`': PITFALLS["diagnose_run"]["one-sided: accepts a first loss far below ln C"],
+        '`"cannot fit"`': PITFALLS["diagnose_run"]["forgets zero_grad in the fit"],
+        '`"ok"`': diagnose().replace('    return "ok"\n', '    return "fine"\n'),
+        "the caller's model untouched": PITFALLS["diagnose_run"]["trains the caller's model"],
     },
 }
