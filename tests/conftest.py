@@ -31,6 +31,7 @@ REQUIRES_CUDA = protocol.REQUIRES_CUDA
 SKIP_REASON = "requires CUDA (not available here)"
 EXPECT_CUDA_ENV = "PTE_EXPECT_CUDA"
 SHARED_REFERENCE_CACHE_ENV = "TESTS_REFERENCE_CACHE"   # coursekit.SHARED_REFERENCE_CACHE_ENV
+SHARED_RELEASE_CACHE_ENV = "TESTS_RELEASE_CACHE"   # coursekit.SHARED_RELEASE_CACHE_ENV
 # requires-cuda cells this process expects to run, and those that did (nodeids); under xdist
 # the controller gathers the workers' lists here.
 _CUDA_CELLS = {"expected": set(), "ran": set()}
@@ -63,14 +64,17 @@ def pytest_configure(config):
     ``--nbval-current-env``, which nbval would prefer: pte-warm runs this venv's own Python, so it is the
     current environment still.
 
-    The controller (or a run without xdist) makes the run's shared reference cache (coursekit.py), before
-    xdist starts the workers that inherit the variable; it is removed when the run ends."""
+    The controller (or a run without xdist) makes the run's shared reference and release caches (coursekit.py),
+    before xdist starts the workers that inherit the variables; they are removed when the run ends."""
     if getattr(config.option, "nbval_kernel_name", None):
         config.option.nbval_current_env = False
-    if hasattr(config, "workerinput") or os.environ.get(SHARED_REFERENCE_CACHE_ENV):
+    if hasattr(config, "workerinput"):
         return
-    os.environ[SHARED_REFERENCE_CACHE_ENV] = tempfile.mkdtemp(prefix="pte-reference-cache-")
-    config.add_cleanup(lambda: shutil.rmtree(os.environ.pop(SHARED_REFERENCE_CACHE_ENV), ignore_errors=True))
+    for env, prefix in ((SHARED_REFERENCE_CACHE_ENV, "pte-reference-cache-"),
+                        (SHARED_RELEASE_CACHE_ENV, "pte-release-cache-")):
+        if not os.environ.get(env):
+            os.environ[env] = tempfile.mkdtemp(prefix=prefix)
+            config.add_cleanup(lambda env=env: shutil.rmtree(os.environ.pop(env), ignore_errors=True))
 
 
 @pytest.hookimpl(trylast=True)  # after -k / -m deselection, so only cells meant to run are tracked

@@ -6,6 +6,7 @@ ones) has grade id ``test_X`` and carries all of the exercise's points.
 """
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
 import re
@@ -108,9 +109,49 @@ def load_pitfalls(lesson: str) -> dict[str, dict[str, str]]:
 SHARED_REFERENCE_CACHE_ENV = "TESTS_REFERENCE_CACHE"
 
 
+# The same goes for nbgrader's generate_assignment: a dozen e2e files build a scratch course of lesson 01 from
+# the same files, each with an nbgrader start of its own (about 3 CPU seconds). What it writes (the release in
+# notebooks/ and the gradebook's records of it) is kept per run under this folder, keyed by the bytes it reads
+# (nbgrader_config.py and the lessons' solutions/ folders); a course whose files differ gets a key of its own.
+SHARED_RELEASE_CACHE_ENV = "TESTS_RELEASE_CACHE"
+
+
+def _release_key(root: Path, lesson_ids: list[str]) -> str:
+    digest = hashlib.sha256((root / "nbgrader_config.py").read_bytes())
+    for lesson in sorted(lesson_ids):
+        folder = root / "solutions" / lesson
+        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+            digest.update(f"\0{path.relative_to(root)}\0".encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:32]
+
+
+def _generate_assignments(root: Path, lesson_ids: list[str]) -> None:
+    """``nbgrader generate_assignment`` of every lesson in one start (the assignment id is a glob over
+    solutions/), or a copy of what it wrote for the same files earlier in this run."""
+    shared = os.environ.get(SHARED_RELEASE_CACHE_ENV)
+    cached = Path(shared) / _release_key(root, lesson_ids) if shared else None
+    if cached is not None and (cached / "gradebook.db").is_file():
+        shutil.copy(cached / "gradebook.db", root / "gradebook.db")
+        shutil.copytree(cached / "notebooks", root / "notebooks", dirs_exist_ok=True)
+        return
+    subprocess.run(course.nbgrader_cmd("generate_assignment", "*", "--force", "--log-level=ERROR"),
+                   cwd=root, check=True)
+    if cached is None:
+        return
+    partial = cached.with_name(f".{cached.name}.{os.getpid()}")   # another worker may write the same key
+    shutil.copytree(root / "notebooks", partial / "notebooks")
+    shutil.copy(root / "gradebook.db", partial / "gradebook.db")
+    try:
+        partial.rename(cached)
+    except OSError:
+        shutil.rmtree(partial, ignore_errors=True)
+
+
 def make_scratch_course(root: Path, lesson_ids: list[str]) -> Path:
     """A throwaway copy of the course (config + solutions) with its own gradebook and release; its reference
-    cache is the run's shared one (``TESTS_REFERENCE_CACHE``, set by tests/conftest.py) when there is one."""
+    cache is the run's shared one (``TESTS_REFERENCE_CACHE``, set by tests/conftest.py) when there is one, and so
+    is its release (``TESTS_RELEASE_CACHE``)."""
     root.mkdir(parents=True, exist_ok=True)
     shared = os.environ.get(SHARED_REFERENCE_CACHE_ENV)
     if shared:
@@ -119,9 +160,8 @@ def make_scratch_course(root: Path, lesson_ids: list[str]) -> Path:
     shutil.copy(REPO / "nbgrader_config.py", root / "nbgrader_config.py")
     for lesson in lesson_ids:
         shutil.copytree(REPO / "solutions" / lesson, root / "solutions" / lesson)
-    if lesson_ids:   # one nbgrader start for every lesson: the assignment id is a glob over solutions/
-        subprocess.run(course.nbgrader_cmd("generate_assignment", "*", "--force", "--log-level=ERROR"),
-                       cwd=root, check=True)
+    if lesson_ids:
+        _generate_assignments(root, lesson_ids)
     return root
 
 
