@@ -85,7 +85,9 @@ def test_expecting_cuda_without_it_is_an_error(tmp_path):
 
 
 @pytest.mark.slow  # a pytest session in a subprocess: make test, not test-quick
-@pytest.mark.parametrize("workers", [None, "2"], ids=["one process", "xdist"])
+# one xdist worker: the notebook is one file and --dist loadfile gives a file to one worker, so a second worker
+# (until issue 47) started, imported torch and ran nothing
+@pytest.mark.parametrize("workers", [None, "1"], ids=["one process", "xdist"])
 def test_a_cuda_cell_that_did_not_run_fails_a_cuda_run(tmp_path, workers):
     """With CUDA available, a requires-cuda cell skipped some other way (here nbval-skip) fails the session.
 
