@@ -39,8 +39,9 @@ NOISY = {  # correct answers that write to stderr, warn, and print a lot inside 
                        "    sa, sb = a.untyped_storage(), b.untyped_storage()\n"
                        "    a_end, b_end = sa.data_ptr() + sa.nbytes(), sb.data_ptr() + sb.nbytes()\n"
                        "    return max(sa.data_ptr(), sb.data_ptr()) < min(a_end, b_end)\n"),
+    # flatten_features runs about 20 times in the lesson: 4 MB in all, under the 10 MB output limit
     "flatten_features": ("def flatten_features(x):\n"
-                         "    print('y' * 500_000)\n"
+                         "    print('y' * 200_000)\n"
                          "    n, k = x.shape[0], x.shape[1:].numel()\n"
                          "    kept = [(s, st) for s, st in zip(x.shape[1:], x.stride()[1:]) if s != 1]\n"
                          "    if all(o == s * i for (_, o), (s, i) in zip(kept, kept[1:])):\n"
