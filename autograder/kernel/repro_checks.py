@@ -115,10 +115,10 @@ def _check_same_training(batches: list, losses: list, with_workers: tuple) -> No
     checks.expect(with_workers[0] == batches, "with num_workers=2 the script trained on other batches than with no "
                   "workers: the number of workers must not change the data order.")
     equal = sum(p == q for p, q in zip(with_workers[1], losses))
-    checks.expect(equal < len(losses), "runs with no workers and with 2 workers gave bitwise-equal losses at every step: "
-                  "nothing random happens to the points any more, or the workers are not used. jitter_script jitters "
-                  "its points, and with workers the jitter is drawn in other processes, so the losses differ: keep "
-                  "the jitter and the workers, and repair where their random numbers come from.")
+    checks.expect(equal < len(losses), "runs with no workers and with 2 workers gave bitwise-equal losses at every "
+                  "step: nothing random happens to the points any more, or the workers are not used. jitter_script "
+                  "jitters its points, and with workers the jitter is drawn in other processes, so the losses differ: "
+                  "keep the jitter and the workers, and repair where their random numbers come from.")
 
 
 def check_reproducible_script(script: Callable) -> None:

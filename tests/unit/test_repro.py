@@ -160,14 +160,15 @@ def test_distinct_worker_seeds_seeds_numpy_and_random_from_the_process_id():
     assert (np.random.random(), random.random()) == first
 
 
-def _script(seed_before=True, seed_after=False, seed_numpy=True, fixed=None, worker_init_fn=None, jitter=True,
-            workers=True):
+def _script(seed_before=True, seed_after=False, seed_numpy=True, seed_random=True, fixed=None, worker_init_fn=None,
+            jitter=True, workers=True):
     """jitter_script repaired (the defaults), or with one of its faults left in."""
     def seed_all(seed):
         torch.manual_seed(seed)
         if seed_numpy:
             np.random.seed(seed)
-        random.seed(seed)
+        if seed_random:
+            random.seed(seed)
 
     def script(X, y, width, seed, num_workers=0, num_epochs=2):
         seed = seed if fixed is None else fixed
@@ -195,6 +196,9 @@ def _script(seed_before=True, seed_after=False, seed_numpy=True, fixed=None, wor
 
 def test_check_reproducible_script_names_what_moved_the_run():
     repro_checks.check_reproducible_script(_script())
+    with pytest.raises(checks.CheckFailed, match="after torch's global generator alone"):   # the script as handed over
+        repro_checks.check_reproducible_script(_script(seed_before=False, seed_after=True, seed_numpy=False,
+                                                       seed_random=False, worker_init_fn=repro.distinct_worker_seeds))
     with pytest.raises(checks.CheckFailed, match="after NumPy's global generator alone"):
         repro_checks.check_reproducible_script(_script(seed_numpy=False))
     with pytest.raises(checks.CheckFailed, match="after torch's global generator alone .* other losses"):

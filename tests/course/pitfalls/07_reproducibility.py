@@ -162,6 +162,9 @@ HIDDEN_ONLY = {
 
 PLAUSIBLE = {
     "reproducible_script": {
+        "jitter_script handed in unchanged": _script(
+            seed="", after_model="    torch.manual_seed(seed)\n",
+            workers="num_workers, worker_init_fn=distinct_worker_seeds"),
         "seeds everything with a fixed number, whatever the seed": _script(
             seed="    torch.manual_seed(0)\n    np.random.seed(0)\n    random.seed(0)\n"),
         "ignores num_workers: every item is fetched in the main process": _script(workers="0"),
@@ -170,7 +173,8 @@ PLAUSIBLE = {
         "one permutation drawn up front, the same order every epoch": _script(
             dataset="torch.utils.data.Subset(JitterDataset(X, y), torch.randperm(len(X)).tolist())").replace(
             "shuffle=True", "shuffle=False"),
-        "drop_last=True, so every batch has the same size": _script().replace("shuffle=True", "shuffle=True, drop_last=True"),
+        "drop_last=True, so every batch has the same size": _script().replace("shuffle=True",
+                                                                               "shuffle=True, drop_last=True"),
     },
     "decoupled_run": {
         "records the batches in a first pass over the loader, then trains on later passes": _run(f'''
@@ -347,7 +351,8 @@ RULES = {
             "seeds torch only: the jitter's NumPy and random draws keep their own streams"],
         "with workers too": PITFALLS["reproducible_script"][
             "keeps distinct_worker_seeds: the workers seed from their process ids"],
-        "the seed picks the run": PLAUSIBLE["reproducible_script"]["seeds everything with a fixed number, whatever the seed"],
+        "the seed picks the run": PLAUSIBLE["reproducible_script"][
+            "seeds everything with a fixed number, whatever the seed"],
         "the same training": PITFALLS["reproducible_script"][
             "drops the jitter: the points as they are, so nothing random happens to them"],
     },
@@ -361,7 +366,8 @@ RULES = {
         "what you return": PLAUSIBLE["decoupled_run"]["returns each batch's indices as a tensor"],
     },
     "compare_recipes": {
-        "both recipes on the same runs": PITFALLS["compare_recipes"]["the recipes on other seeds: B's runs shifted by one"],
+        "both recipes on the same runs": PITFALLS["compare_recipes"][
+            "the recipes on other seeds: B's runs shifted by one"],
         "every run a new draw": PITFALLS["compare_recipes"]["every run on one data set: the data seed fixed"],
         "a summary per recipe": PITFALLS["compare_recipes"]["midpoint of min and max reported as the mean"],
         "a verdict": PITFALLS["compare_recipes"]["the verdict from the means alone"],
