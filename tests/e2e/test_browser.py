@@ -17,8 +17,18 @@ For each lesson, on throwaway copies (the committed notebooks are never touched)
 6. the untouched student release is run with Run All, as a student presses it first: it must reach
    the end. Every code cell runs (the self-check at the end included, which must report every
    exercise unsolved), every test cell shows its failure, and no other cell shows an error unless
-   tagged ``raises-exception``. Its widgets and figures are checked as in 1-2 and 4, not worked;
+   tagged ``raises-exception``. Its widgets and figures are checked as in 1-2 and 4, not worked
+   (first lesson, see below);
 7. Validate on the untouched release must fail naming every test cell (first lesson).
+
+The release's Run All runs in the first lesson only, beside its control (the same release without the tag,
+below): what only a browser shows is that JupyterLab's Run All goes on past a tagged failing test, and that
+is one property of JupyterLab, not of a lesson. For every lesson the rest is proven without a browser:
+every test cell of every release carries the tag (test_release.py::test_every_test_cell_is_tagged_raises_exception),
+and in the round trip the untouched release, run top to bottom, fails only in its test cells, every test cell
+fails (test_autograde.py::test_plain_nbgrader_autograde: zero points) and the self-check at the end reports
+0 exercises passed (test_autograde.py::test_untouched_release_fails_only_in_exercise_cells). Until issue 47
+every lesson's release ran here too (about 70 s of a loaded `make test`).
 
 Validate runs nbgrader's own execution of the notebook on the server. The browser proves the button,
 its dialog and what it names on the first lesson; for every lesson the verdict itself is plain
@@ -80,9 +90,11 @@ TOKEN = "pte-browser-token"
 START_TIMEOUT_S = 180      # JupyterLab answering, the page loaded, a notebook open with its kernel idle
 RUN_TIMEOUT_S = 600        # Run All Cells until the kernel is idle
 WIDGET_TIMEOUT_S = 120     # one widget change until its output has updated
-VALIDATED_LESSON = LESSONS[0] if LESSONS else None   # Validate is pressed in this lesson (module docstring)
+# Validate is pressed, and the release run with Run All, in this lesson only (module docstring)
+VALIDATED_LESSON = LESSONS[0] if LESSONS else None
 VALIDATE_TIMEOUT_S = 600   # nbgrader's Validate re-runs the whole notebook on the server
 POLL_S = 0.25
+RUN_ALL_RETRY_S = 3        # Run All clicked again when no cell is queued this long after a click (start_run_all)
 
 NOTEBOOK = ".jp-NotebookPanel:not(.lm-mod-hidden)"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
@@ -443,7 +455,7 @@ class Walk:
                   lambda: not self.page.locator(".lm-TabBar-tab.jp-mod-current.jp-mod-dirty").count(), 60)
         return nbformat.read(path, as_version=4)
 
-    def start_run_all(self) -> None:
+    def start_run_all(self, timing: str = "run_all_s") -> None:
         """Run > Run All Cells, once every cell is queued (the kernel then works on its own)."""
         self.run_started = time.monotonic()
         self.run_statuses: list[str] = []   # the kernel statuses seen while Run All ran, in order (for a report)
@@ -451,15 +463,38 @@ class Walk:
         def began():
             st = self.state()
             return st is not None and any(p and re.search(r"\*|\d", p) for p in st["prompts"])
-        for attempt in range(3):   # the menu item is disabled until the notebook is the current widget
+        # Right after the page loads, the first notebook's first Run All is often lost: the menu item is disabled
+        # until the notebook is the current widget, or JupyterLab takes the command and runs nothing. Each try
+        # waits for an enabled item and clicks it once; a run that has not begun 10 s later is tried again.
+        # JupyterLab marks every queued cell [*] as it sends the cells, so 10 s is ample even on a loaded machine
+        # (a single 30 s wait, until issue 47, cost every run of this file 30 s on the first lesson).
+        # The notebook's own execution indicator reads "unknown" until its kernel connection is up, whatever the
+        # status bar says: a Run All sent before then is the one that gets lost.
+        self.wait("the notebook's kernel to be connected and idle",
+                  lambda: (self.state() or {}).get("status") == "idle", START_TIMEOUT_S,
+                  lambda: f"kernel {(self.state() or {}).get('status')}")
+        self.timed("run_all_ready_s", self.run_started)
+        clicks = 0
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not began():
             self.page.locator(NOTEBOOK).locator(".jp-Cell").first.click()
-            self.menu("Run", "Run All Cells")
-            try:
-                self.wait("Run All Cells to start", began, 30)
-                break
-            except Timeout:
-                if attempt == 2:
-                    raise
+            self.page.locator(".lm-MenuBar-item", has_text="Run").first.click()
+            item = self.page.locator(".lm-Menu-item:visible", has_text="Run All Cells").first
+            if "lm-mod-disabled" in (item.get_attribute("class") or ""):
+                self.page.keyboard.press("Escape")
+                time.sleep(POLL_S)
+            else:
+                item.click()
+                clicks += 1
+                try:
+                    self.wait("Run All Cells to start", began, RUN_ALL_RETRY_S)
+                except Timeout:
+                    pass
+            if time.monotonic() > deadline and not began():
+                raise Timeout(f"Run > Run All Cells did not start a run within {START_TIMEOUT_S} s")
+        if clicks > 1:
+            self.timings[f"{timing}_clicks"] = clicks
+            self.timed(f"{timing}_started_s", self.run_started)
 
     def wait_run_all(self, timing: str = "run_all_s") -> None:
         """Until the kernel is idle with no cell queued (checked three times in a row)."""
@@ -710,7 +745,7 @@ class Walk:
         started = time.monotonic()
         path = self.lab["root"] / where
         self.open(where)
-        self.start_run_all()
+        self.start_run_all("run_all_release_s")
         self.wait_run_all("run_all_release_s")
         self.nb = self.save_and_read(path)
         self.check_outputs()
@@ -775,7 +810,7 @@ def test_lesson_in_jupyterlab(lesson, lab, page, timings):
     walk = Walk(page, lab, lesson, timings)
     started = time.monotonic()
     try:
-        for half in (walk.solution, walk.release):
+        for half in (walk.solution, walk.release) if lesson == VALIDATED_LESSON else (walk.solution,):
             try:
                 half()
             except Timeout as exc:
