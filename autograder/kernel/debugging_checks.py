@@ -71,12 +71,12 @@ def _check_healthy_and_untouched(diagnose_run: Callable, xb: torch.Tensor, yb: t
     nn.functional.cross_entropy(healthy(xb), yb).backward()   # and with gradients from an earlier backward pass
     before = [p.detach().clone() for p in healthy.parameters()]
     grads = [p.grad.clone() for p in healthy.parameters()]
-    got = _verdict(diagnose_run, "a healthy MLP 5-32-32-4, 32 examples, 150 steps, lr=0.01", healthy, (xb, yb),
-                   4, 150, 0.01)
+    got = _verdict(diagnose_run, "a healthy MLP 5-32-32-4, 32 examples, 100 steps, lr=0.01", healthy, (xb, yb),
+                   4, 100, 0.01)
     hints = {
         "initial loss": "its first loss is 1.37, within 0.03 of ln 4 = 1.386, the loss of uniform predictions. "
                         "Likely mistake: a baseline other than -log(1/C) in the natural log (log10, or 1/C).",
-        "cannot fit": "a healthy MLP memorizes 32 examples in 150 Adam steps (its loss falls below 0.002). Likely "
+        "cannot fit": "a healthy MLP memorizes 32 examples in 100 Adam steps (its loss falls below 0.003). Likely "
                       "mistakes: gradients never cleared (backward() adds into .grad, so each update follows the "
                       "sum of all earlier gradients), or an optimizer that holds the parameters of another model "
                       "than the one being trained.",
@@ -105,11 +105,11 @@ def check_diagnose_run(diagnose_run: Callable) -> None:
     torch.manual_seed(97)
     leaked = _mlp(5, 4)
     optimizer = torch.optim.Adam(leaked.parameters(), lr=0.01)
-    for _ in range(300):   # trained on this very batch before: its first loss is near 0
+    for _ in range(150):   # trained on this very batch before: its first loss is near 0
         optimizer.zero_grad()
         nn.functional.cross_entropy(leaked(xb), yb).backward()
         optimizer.step()
-    got = _verdict(diagnose_run, "a model already trained on this batch", leaked, (xb, yb), 4, 150, 0.01)
+    got = _verdict(diagnose_run, "a model already trained on this batch", leaked, (xb, yb), 4, 100, 0.01)
     checks.expect(got == "initial loss",
                   f"diagnose_run(a model already trained on this batch) returned {got!r}, expected 'initial loss': "
                   "its first loss is near 0, 1.39 *below* ln 4. A loss that low before training means the model "
@@ -130,7 +130,7 @@ def check_diagnose_run(diagnose_run: Callable) -> None:
 
     torch.manual_seed(98)
     logged = nn.Sequential(OrderedDict(fc=nn.Linear(5, 8), act=nn.ReLU(), log=_Log(), head=nn.Linear(8, 4)))
-    got = _verdict(diagnose_run, "a model that takes the log of its ReLU's zeros", logged, (xb, yb), 4, 150, 0.01)
+    got = _verdict(diagnose_run, "a model that takes the log of its ReLU's zeros", logged, (xb, yb), 4, 100, 0.01)
     checks.expect(got == "non-finite",
                   f"diagnose_run(a model whose first loss is NaN) returned {got!r}, expected 'non-finite'. Every "
                   "comparison with NaN is False (nan > 0.1 and abs(nan - ln 4) > 0.5 both are), so a NaN slips "
