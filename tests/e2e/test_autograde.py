@@ -206,12 +206,21 @@ def test_judge_accepts_the_other_cpus_observations(graded, lesson):
 
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_untouched_release_fails_only_in_exercise_cells(graded, lesson):
-    """Never stuck: in the untouched release, run top to bottom, only test cells show errors."""
-    broken = [cell.get("id") for cell in graded[2][lesson]["untouched"].cells if cell.cell_type == "code"
+    """Never stuck: in the untouched release, run top to bottom, only test cells show errors, and the self-check at
+    the end reports every exercise unsolved (test_browser.py runs the release in JupyterLab for the first lesson
+    only; this is the same run's verdict for every lesson)."""
+    nb = graded[2][lesson]["untouched"]
+    broken = [cell.get("id") for cell in nb.cells if cell.cell_type == "code"
               and any(o.output_type == "error" for o in cell.get("outputs", []))
               and not kit.nbgrader_meta(cell).get("grade_id", "").startswith("test_")
               and "raises-exception" not in cell.metadata.get("tags", [])]
     assert not broken, f"{lesson}: cells outside the exercises' tests fail in the untouched release: {broken}"
+    last = [cell for cell in nb.cells if cell.cell_type == "code"][-1]
+    printed = "".join(o.get("text", "") for o in last.get("outputs", []) if o.output_type == "stream")
+    tests = len(kit.exercises(nb))
+    assert f"Passed the visible checks of 0 of {tests} exercises" in printed, (
+        f"{lesson}: the self-check at the end of the untouched release should report 0 of {tests} exercises "
+        f"passed; it printed {printed[:600]!r}")
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
