@@ -135,9 +135,9 @@ HIDDEN_ONLY = {
 PLAUSIBLE = {
     "find_nan_source": {
         "watches module inputs' gradients only, not parameters'": nan_tool(PARAMS="False"),
-        "restores the hooks only when no error was raised": nan_tool(REMOVE="False").replace(
-            "        output = model(xb)\n", "        output = model(xb)\n        for h in handles:\n"
-            "            h.remove()\n"),
+        "removes its hooks only when the forward pass succeeds": nan_tool(REMOVE="succeeded").replace(
+            "    handles = []\n", "    handles = []\n    succeeded = False\n").replace(
+            "        output = model(xb)\n", "        output = model(xb)\n        succeeded = True\n"),
         "names the node anomaly mode reports, not the module": """
 def find_nan_source(model, batch, loss_fn):
     xb, yb = batch
@@ -162,9 +162,8 @@ def find_nan_source(model, batch, loss_fn):
         "checks 'cannot fit' before 'initial loss'": diagnose(ORDER=(
             "if loss.item() > 0.1:\n        return \"cannot fit\"\n    if FAR:\n        return \"initial loss\"")),
         "SGD at lr instead of Adam": diagnose(OPTIMIZER="torch.optim.SGD(net.parameters(), lr=lr)"),
-        "leaves the caller's model in training mode": diagnose(COPY="model", EVAL="model.eval()").replace(
-            "    net.train()\n", "    net.train()\n    net = copy.deepcopy(model)\n    optimizer = None\n").replace(
-            "    optimizer = torch.optim", "    optimizer = optimizer or torch.optim"),
+        "measures on the caller's model, then copies it: left in training mode": diagnose(COPY="model").replace(
+            "    net.train()\n", "    net.train()\n    net = copy.deepcopy(model)\n"),
     },
 }
 
