@@ -1,8 +1,9 @@
 """Wrong answers for lesson 09_debugging_training: each embodies one listed pitfall.
 
 Keyed exercise -> pitfall -> answer cell. PLAUSIBLE are mistakes the spec does not list (the hidden checks reject
-them), RIGHT_ANSWERS correct answers written differently.
+them), RIGHT_ANSWERS correct answers written differently, FORGERIES wrong answers that forge their evidence.
 """
+from coursekit import FORGED_OBSERVE
 
 # The solution's find_nan_source, with its parts swappable: each wrong answer below changes one of them.
 NAN_TOOL = '''
@@ -266,5 +267,23 @@ RULES = {
         '`"cannot fit"`': PITFALLS["diagnose_run"]["forgets zero_grad in the fit"],
         '`"ok"`': diagnose().replace('    return "ok"\n', '    return "fine"\n'),
         "the caller's model untouched": PITFALLS["diagnose_run"]["trains the caller's model"],
+    },
+}
+
+# Wrong answers that forge their evidence. count_hooks is the kernel package's, so a forger can patch it: the hidden
+# test counts the hooks itself.
+FORGERIES = {
+    "find_nan_source": {
+        "leaves its hooks on the model; debugging_checks.count_hooks patched to answer 0": """
+from autograder.kernel import debugging_checks as _dc
+
+_dc.count_hooks = lambda model: 0
+""" + PITFALLS["find_nan_source"]["leaves its hooks on the model"],
+        "names the outermost module; observe patched so that booleans come out True":
+            FORGED_OBSERVE + PITFALLS["find_nan_source"]["names the outermost module: the last forward hook to fire"],
+    },
+    "diagnose_run": {
+        "compares with log10(C); observe patched so that booleans come out True":
+            FORGED_OBSERVE + PITFALLS["diagnose_run"]["compares with log10(C) instead of ln C"],
     },
 }
