@@ -235,7 +235,8 @@ def test_diagnose_run_check_names_each_mistake(change, message):
 def test_count_hooks_sees_module_parameter_and_global_hooks():
     net = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
     handles = [net[0].register_forward_hook(lambda *a: None), net.register_full_backward_hook(lambda *a: None),
-               net[0].weight.register_hook(lambda g: g), nn.modules.module.register_module_forward_hook(lambda *a: None)]
+               net[0].weight.register_hook(lambda g: g),
+               nn.modules.module.register_module_forward_hook(lambda *a: None)]
     try:
         assert debugging_checks.count_hooks(net) == 4
     finally:
