@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import math
 import warnings
-from contextlib import contextmanager
-from typing import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 import torch
 from torch import nn
 
 from . import checks
 
-__all__ = ["make_pinwheel", "kept_graph_nodes", "record_forward_modes", "plot_loss_curves",
+__all__ = ["make_pinwheel", "kept_graph_nodes", "plot_loss_curves",
            "show_anomaly_report", "check_grad_norm"]
 
 
@@ -73,27 +72,6 @@ def kept_graph_nodes(tensors: torch.Tensor | Iterable) -> int:
         seen[id(node)] = node
         stack.extend(child for child, _ in node.next_functions)
     return len(seen)
-
-
-@contextmanager
-def record_forward_modes(model: torch.nn.Module) -> Iterator[list[tuple[bool, bool]]]:
-    """Watch how ``model`` is run: ``with record_forward_modes(model) as seen: ...``.
-
-    Inside the block, every forward call of ``model`` or of one of its submodules appends
-    ``(module.training, torch.is_grad_enabled())`` to ``seen``: whether the module ran in
-    training mode, and whether autograd was recording. The hooks are removed on exit.
-    """
-    seen: list[tuple[bool, bool]] = []
-
-    def hook(module, inputs, output):
-        seen.append((module.training, torch.is_grad_enabled()))
-
-    handles = [m.register_forward_hook(hook) for m in model.modules()]
-    try:
-        yield seen
-    finally:
-        for handle in handles:
-            handle.remove()
 
 
 def plot_loss_curves(

@@ -1,4 +1,4 @@
-"""The pinwheel data, the graph-size probe, the forward-mode recorder, the loss-curve figure and the warm-up's
+"""The pinwheel data, the graph-size probe, the loss-curve figure and the warm-up's
 checks of lesson 09 and the visible checks of its two graded exercises
 (autograder/kernel/debugging_checks.py)."""
 import copy
@@ -71,19 +71,6 @@ def test_kept_graph_nodes_grows_with_kept_losses():
     kept = [net(torch.randn(4, 2)).sum() for _ in range(3)]
     counts = [debugging.kept_graph_nodes(kept[:k]) for k in (1, 2, 3)]
     assert counts[1] - counts[0] == counts[2] - counts[1] > 0
-
-
-def test_record_forward_modes_sees_training_flag_and_grad_mode():
-    net = nn.Sequential(nn.Linear(2, 2), nn.Dropout(0.5))
-    with debugging.record_forward_modes(net) as seen:
-        net(torch.ones(1, 2))
-        net.eval()
-        with torch.no_grad():
-            net(torch.ones(1, 2))
-    assert seen[:3] == [(True, True)] * 3          # Linear, Dropout, then the Sequential itself
-    assert seen[3:] == [(False, False)] * 3
-    net(torch.ones(1, 2))
-    assert len(seen) == 6, "the hooks must be removed when the block ends"
 
 
 def test_plot_loss_curves_labels_everything():
