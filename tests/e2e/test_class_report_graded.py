@@ -101,8 +101,7 @@ def scratch_course(root: Path) -> Path:
                f"               hint={PLANTED_HINT!r})\n{client}.done()")
     test.source = test.source.replace(f"{client}.done()", planted, 1)
     nbformat.write(nb, path)
-    subprocess.run(course.nbgrader_cmd("generate_assignment", "*", "--force", "--log-level=ERROR"), cwd=root,
-                   check=True)
+    kit.generate_assignments(root, [LESSON])   # the class's course and the service's: one nbgrader start per run
     course._finish_release(root / "notebooks" / LESSON / f"{LESSON}.ipynb")
     return root
 

@@ -126,7 +126,7 @@ def _release_key(root: Path, lesson_ids: list[str]) -> str:
     return digest.hexdigest()[:32]
 
 
-def _generate_assignments(root: Path, lesson_ids: list[str]) -> None:
+def generate_assignments(root: Path, lesson_ids: list[str]) -> None:
     """``nbgrader generate_assignment`` of every lesson in one start (the assignment id is a glob over
     solutions/), or a copy of what it wrote for the same files earlier in this run."""
     shared = os.environ.get(SHARED_RELEASE_CACHE_ENV)
@@ -161,7 +161,7 @@ def make_scratch_course(root: Path, lesson_ids: list[str]) -> Path:
     for lesson in lesson_ids:
         shutil.copytree(REPO / "solutions" / lesson, root / "solutions" / lesson)
     if lesson_ids:
-        _generate_assignments(root, lesson_ids)
+        generate_assignments(root, lesson_ids)
     return root
 
 
