@@ -266,10 +266,11 @@ def build_submission(release_nb, solution_nb, overrides, surgery):
 BATTERY_SCRATCH = Path(tempfile.gettempdir()) / f"pte-battery-{os.getpid()}"
 
 
-# Lesson 01's slowest honest cell takes well under a second on an idle machine; 10 s leaves room for a loaded
-# `make test`, and a timeout beside other submissions is confirmed alone anyway. Each submission that times
-# out (the loops, the hogs, the fork bomb) holds a core for this long twice, beside the others and alone.
-CELL_TIMEOUT_S = 10
+# Lesson 01's slowest honest cell takes well under a second on an idle machine (0.16 s); 5 s leaves room for a
+# loaded `make test`, and a timeout beside other submissions is confirmed alone anyway. Each submission that times
+# out (the loops, the hogs, the fork bomb) holds a core for this long twice, beside the others and alone: at 10 s
+# (until issue 47) the four of them held a core for about 80 s of the suite.
+CELL_TIMEOUT_S = 5
 
 
 def run_grade(root: Path, *extra: str, timeout: int = 900) -> subprocess.CompletedProcess:
