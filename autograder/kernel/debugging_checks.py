@@ -149,6 +149,15 @@ def check_diagnose_run(diagnose_run: Callable) -> None:
                   "'non-finite': the loss of the only update is finite, but the backward pass made NaN gradients "
                   "(the square root of a sum of squares at 0). Test the gradients too, not only the loss.")
 
+    with torch.no_grad():
+        radius.head.weight.mul_(30)        # now the first loss is far from ln 4 as well
+    got = _verdict(diagnose_run, "a loud last layer, and NaN gradients in the fit", radius, (zero_row, yb), 4, 3,
+                   0.01)
+    checks.expect(got == "non-finite",
+                  f"diagnose_run(a first loss far from ln 4, NaN gradients in the fit) returned {got!r}, expected "
+                  "'non-finite': both faults are there, and 'non-finite' comes first. Run the fit before deciding "
+                  "that the first loss is the verdict.")
+
 
 # ---------------------------------------------------------------------------------------------- find_nan_source
 

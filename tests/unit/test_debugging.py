@@ -159,7 +159,7 @@ def _find_nan_source(model, batch, loss_fn, *, finite=torch.isfinite, seen="inpu
 
 
 def _diagnose_run(model, batch, num_classes, steps, lr, *, baseline=math.log, both_ways=True, at_eval=True,
-                  zero_grad=True, nan_tests=("loss", "grads"), own_copy=True):
+                  zero_grad=True, nan_tests=("loss", "grads"), own_copy=True, early_verdict=False):
     xb, yb = batch
     net = copy.deepcopy(model) if own_copy else model
     net.train(not at_eval)
@@ -167,6 +167,8 @@ def _diagnose_run(model, batch, num_classes, steps, lr, *, baseline=math.log, bo
         first = nn.functional.cross_entropy(net(xb), yb).item()
     if nan_tests and not math.isfinite(first):
         return "non-finite"
+    if early_verdict and abs(first - baseline(num_classes)) > 0.5:
+        return "initial loss"
     net.train()
     optimizer = torch.optim.Adam(net.parameters(), lr=lr)
     for _ in range(steps):
@@ -213,6 +215,7 @@ def test_find_nan_source_check_names_each_mistake(change, message):
     (dict(nan_tests=()), "Every comparison with NaN is False"),
     (dict(nan_tests=("loss",)), "Test the gradients too"),
     (dict(own_copy=False), "trained the caller's model"),
+    (dict(early_verdict=True), "'non-finite' comes first"),
 ])
 def test_diagnose_run_check_names_each_mistake(change, message):
     with pytest.raises(checks.CheckFailed, match=re.escape(message)):

@@ -122,6 +122,9 @@ PITFALLS = {
                                                                            LOOP_CHECK="False"),
         "tests the loss but not the gradients": diagnose(LOOP_CHECK="not torch.isfinite(loss)"),
         "trains the caller's model": diagnose(COPY="model"),
+        "returns 'initial loss' before the fit has looked for NaN": diagnose().replace(
+            "    net.train()\n", "    if abs(first - math.log(num_classes)) > 0.5:\n        return \"initial loss\"\n"
+            "    net.train()\n"),
     },
 }
 
