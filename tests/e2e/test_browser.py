@@ -28,7 +28,9 @@ every test cell of every release carries the tag (test_release.py::test_every_te
 and in the round trip the untouched release, run top to bottom, fails only in its test cells, every test cell
 fails (test_autograde.py::test_plain_nbgrader_autograde: zero points) and the self-check at the end reports
 0 exercises passed (test_autograde.py::test_untouched_release_fails_only_in_exercise_cells). Until issue 47
-every lesson's release ran here too (about 70 s of a loaded `make test`).
+every lesson's release ran here too (about 70 s of a loaded `make test`). What no test sees now in lessons 02-09
+is a widget or figure that a demo draws only while an exercise is unsolved: the solution walk renders every demo
+cell with the answers in place, and test_figures.py reads every cell's drawing code.
 
 Validate runs nbgrader's own execution of the notebook on the server. The browser proves the button,
 its dialog and what it names on the first lesson; for every lesson the verdict itself is plain
