@@ -7,8 +7,8 @@ rename stops what it guards instead of silently disabling it. Any other entry ma
 the name is legitimately absent on some objects. ``tests/unit/test_private_apis.py`` finds every private name of
 another library the code touches by walking its syntax trees, and fails on one that no registry declares.
 
-This module is the mechanism and the kernel side's list (torch's, for ``autograder/kernel/workers.py``); the grader
-side lists its own in ``autograder/grading/private_apis.py``. ``tests/unit/test_private_apis.py`` resolves
+This module is the mechanism and the kernel side's list (torch's, for ``autograder/kernel/lessons/workers.py``); the
+grader side lists its own in ``autograder/grading/private_apis.py``. ``tests/unit/test_private_apis.py`` resolves
 every entry of both, so an upgrade that breaks one fails there first, with that message.
 """
 from __future__ import annotations

@@ -35,7 +35,7 @@ from autograder import course  # noqa: E402
 import coursekit as kit  # noqa: E402
 from browser_figures import figure_problems  # noqa: E402
 
-KERNEL = kit.REPO / "autograder" / "kernel"
+KERNEL = kit.REPO / "autograder" / "kernel" / "lessons"   # the lesson instruments, which draw the figures
 
 
 def _ax():
@@ -93,7 +93,7 @@ def _figure_of(result) -> Figure:
 
 def helper_problems(name: str) -> list[str]:
     module_name, _ = name.split(".")
-    module = importlib.import_module(f"autograder.kernel.{module_name}")
+    module = importlib.import_module(f"autograder.kernel.lessons.{module_name}")
     plt.close("all")
     try:
         return figure_problems(_figure_of(HELPERS[name](module)))
@@ -139,9 +139,9 @@ def test_every_drawing_helper_is_audited():
 def test_helper_figures_have_labelled_axes(name):
     """Axis labels are the helper's job; a title may come from the caller (checked in the lessons' cells)."""
     if name.split(".")[0] not in {p.stem for p in KERNEL.glob("*.py")}:
-        pytest.skip(f"autograder/kernel/{name.split('.')[0]}.py is not there")
+        pytest.skip(f"autograder/kernel/lessons/{name.split('.')[0]}.py is not there")
     problems = [p for p in helper_problems(name) if "title" not in p]
-    assert not problems, (f"autograder/kernel/{name.replace('.', '.py: ')}() draws axes a reader cannot read "
+    assert not problems, (f"autograder/kernel/lessons/{name.replace('.', '.py: ')}() draws axes a reader cannot read "
                           f"on their own: {problems}")
 
 

@@ -87,7 +87,7 @@ def _pte_install_figure_audit():
             if problems:
                 from IPython import get_ipython
 
-                helpers = [f"autograder/kernel/{{os.path.basename(f.filename)}}:{{f.name}}"
+                helpers = [f"autograder/kernel/lessons/{{os.path.basename(f.filename)}}:{{f.name}}"
                            for f in traceback.extract_stack()
                            if "autograder" in f.filename and "kernel" in f.filename]
                 entry = {{"notebook": os.environ.get("JPY_SESSION_NAME", ""), "pid": os.getpid(),

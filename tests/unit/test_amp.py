@@ -1,4 +1,4 @@
-"""Unit tests of autograder.kernel.amp and amp_checks (lesson 08), and lesson 08's CUDA assertions.
+"""Unit tests of autograder.kernel.lessons.amp and amp_checks (lesson 08), and lesson 08's CUDA assertions.
 
 Tests named ``test_cuda_*`` need a CUDA GPU and are skipped elsewhere. The GPU runner
 (``.ci/gpu-test.sh``) runs them with pytest, or, where pytest is missing, as
@@ -22,7 +22,8 @@ except ImportError:  # the GPU runner may have no pytest: see __main__ below
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from autograder.kernel import amp, amp_checks, checks  # noqa: E402
+from autograder.kernel import checks  # noqa: E402
+from autograder.kernel.lessons import amp, amp_checks  # noqa: E402
 
 CUDA = torch.cuda.is_available()
 needs_cuda = (pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU") if pytest is not None else (lambda fn: fn))

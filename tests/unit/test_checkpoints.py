@@ -10,8 +10,14 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from autograder.kernel.checkpoints import Tripwire, evaluate_spirals, plot_val_curves, train_spirals, tripwire_log
-from autograder.kernel.spirals import make_spirals, spiral_model
+from autograder.kernel.lessons.checkpoints import (
+    Tripwire,
+    evaluate_spirals,
+    plot_val_curves,
+    train_spirals,
+    tripwire_log,
+)
+from autograder.kernel.lessons.spirals import make_spirals, spiral_model
 
 matplotlib.use("Agg")
 
@@ -122,8 +128,8 @@ def _right_pair():
 
 
 def test_visible_checks_pass_right_answers_and_catch_a_missing_generator_state():
-    from autograder.kernel import checkpoints
     from autograder.kernel.checks import CheckFailed
+    from autograder.kernel.lessons import checkpoints
 
     def compatible(model, state_dict):
         expected = model.state_dict()
@@ -150,7 +156,7 @@ def test_visible_checks_pass_right_answers_and_catch_a_missing_generator_state()
 def test_compare_resume_tells_an_exact_resume_from_the_inherited_pair():
     """The lesson's demo helper: the right pair resumes bit for bit, a pair that copies parameters by hand and
     keeps no optimizer or generator state does not, and neither call leaves a file behind."""
-    from autograder.kernel.checkpoints import compare_resume
+    from autograder.kernel.lessons.checkpoints import compare_resume
 
     def inherited_save(path, model, optimizer, epoch):
         torch.save({"weights": [p.detach().clone() for p in model.parameters()], "epoch": epoch}, path)
@@ -169,8 +175,8 @@ def test_compare_resume_tells_an_exact_resume_from_the_inherited_pair():
 
 
 def test_visible_resume_check_refuses_a_load_that_runs_the_files_code():
-    from autograder.kernel import checkpoints
     from autograder.kernel.checks import CheckFailed
+    from autograder.kernel.lessons import checkpoints
 
     save, _ = _right_pair()
 

@@ -12,7 +12,8 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from autograder import course
-from autograder.kernel import checks, data_loading_checks, digits, workers
+from autograder.kernel import checks
+from autograder.kernel.lessons import data_loading_checks, digits, workers
 
 BUILD_SCRIPT = course.REPO_ROOT / "data" / "build_digits.py"
 

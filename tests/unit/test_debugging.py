@@ -1,6 +1,6 @@
 """The pinwheel data, the graph-size probe, the loss-curve figure and the warm-up's
 checks of lesson 09 and the visible checks of its two graded exercises
-(autograder/kernel/debugging_checks.py)."""
+(autograder/kernel/lessons/debugging_checks.py)."""
 import copy
 import math
 import re
@@ -15,7 +15,8 @@ import pytest
 import torch
 from torch import nn
 
-from autograder.kernel import checks, debugging, debugging_checks
+from autograder.kernel import checks
+from autograder.kernel.lessons import debugging, debugging_checks
 
 
 def test_make_pinwheel_shapes_dtypes_and_balance():

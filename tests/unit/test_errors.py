@@ -8,8 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from autograder.kernel import errors, errors_checks
 from autograder.kernel.checks import CheckFailed
+from autograder.kernel.lessons import errors, errors_checks
 
 
 def test_caught_returns_the_real_exception_and_refuses_silence():

@@ -5,21 +5,19 @@ import matplotlib
 matplotlib.use("Agg")
 
 import io  # noqa: E402
+import types  # noqa: E402
 from unittest import mock  # noqa: E402
 
 import matplotlib.pyplot as plt  # noqa: E402
+import nbformat  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 from PIL import Image  # noqa: E402
 
-import types  # noqa: E402
-
-import nbformat  # noqa: E402
-
 from autograder import course  # noqa: E402
-from autograder.kernel import explorers, tensor_checks  # noqa: E402
 from autograder.kernel.checks import CheckFailed  # noqa: E402
+from autograder.kernel.lessons import explorers, tensor_checks  # noqa: E402
 
 
 def _solution() -> types.SimpleNamespace:

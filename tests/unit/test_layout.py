@@ -95,3 +95,81 @@ def test_a_long_function_is_found(tmp_path):
     lengths = function_lengths(tmp_path)
     assert lengths == {"autograder/planted.py:A.B.long": 71, "autograder/planted.py:A.B.fits": 70}
     assert [name for name, lines in lengths.items() if lines > FUNCTION_LIMIT] == ["autograder/planted.py:A.B.long"]
+
+
+# --- kernel/: the checking machinery, the vocabulary, and the lesson instruments in kernel/lessons/
+# the modules directly in autograder/kernel/: the checking machinery (and the package's __init__)
+KERNEL_MACHINERY = {
+    "__init__", "checks", "hidden", "notebook_check", "outputcap", "selfcheck", "nodebugger", "predictions",
+    "paths", "private_apis"}
+KERNEL_PACKAGES = {"vocabulary", "lessons"}   # the shared vocabulary, the lesson instruments
+
+
+def _kernel_modules_imported(source: str) -> set[str]:
+    """The modules directly below ``autograder.kernel`` that a code cell imports (``autograder.kernel.X...`` or
+    ``from autograder.kernel import X``: X), read with ``ast`` (IPython's magic lines left out)."""
+    kept = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
+    try:
+        tree = ast.parse(kept)
+    except SyntaxError:
+        return set()
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module == "autograder.kernel":
+            names |= {f"autograder.kernel.{alias.name}" for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module)
+    return {name.split(".")[2] for name in names if name.startswith("autograder.kernel.")}
+
+
+def kernel_layout_problems(root: Path = ROOT) -> list[str]:
+    """Modules directly in ``autograder/kernel/`` that are not machinery, subpackages other than the vocabulary
+    and the lessons, machinery inside ``lessons/``, and kernel modules that the lessons' notebooks import from
+    elsewhere than the machinery, the vocabulary or ``lessons/``."""
+    import nbformat
+
+    kernel = root / "autograder" / "kernel"
+    found = [f"autograder/kernel/{p.name}: a lesson instrument? it belongs in autograder/kernel/lessons/"
+             for p in sorted(kernel.glob("*.py")) if p.stem not in KERNEL_MACHINERY]
+    found += [f"autograder/kernel/{p.name}/: not a package of kernel/" for p in sorted(kernel.iterdir())
+              if p.is_dir() and p.name not in KERNEL_PACKAGES and p.name != "__pycache__"]
+    found += [f"autograder/kernel/lessons/{p.name}: machinery belongs in autograder/kernel/"
+              for p in sorted((kernel / "lessons").glob("*.py")) if p.stem in KERNEL_MACHINERY - {"__init__"}]
+    for path in sorted((root / "solutions").glob("*/*.ipynb")):
+        cells = nbformat.read(path, as_version=4).cells
+        imported = set().union(*(_kernel_modules_imported(c.source) for c in cells if c.cell_type == "code"))
+        found += [f"{path.relative_to(root)}: imports autograder.kernel.{module}, not under lessons/"
+                  for module in sorted(imported - KERNEL_MACHINERY - KERNEL_PACKAGES)]
+    return found
+
+
+def test_kernel_holds_the_machinery_and_lessons_the_instruments():
+    assert (ROOT / "autograder" / "kernel" / "lessons" / "__init__.py").is_file()
+    assert (ROOT / "autograder" / "kernel" / "checks.py").is_file()   # the scan sees the package
+    found = kernel_layout_problems()
+    assert not found, ("autograder/kernel/ holds the checking machinery (KERNEL_MACHINERY) and the vocabulary; "
+                       "each lesson's instruments live in autograder/kernel/lessons/:\n" + "\n".join(found))
+
+
+def test_a_misplaced_kernel_module_is_caught(tmp_path):
+    """The check can fail: an instrument left in kernel/, machinery in lessons/, a notebook importing either."""
+    import nbformat
+
+    kernel = tmp_path / "autograder" / "kernel"
+    (kernel / "lessons").mkdir(parents=True)
+    for name in ("__init__.py", "checks.py", "sundial.py", "lessons/__init__.py", "lessons/hidden.py",
+                 "lessons/amp.py"):
+        (kernel / name).write_text("")
+    lesson = tmp_path / "solutions" / "04_x"
+    lesson.mkdir(parents=True)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "from autograder.kernel import checks\nfrom autograder.kernel.sundial import shadow\n"
+        "from autograder.kernel.lessons.amp import x\nfrom autograder.kernel.gone import y")])
+    nbformat.write(nb, lesson / "04_x.ipynb")
+    assert kernel_layout_problems(tmp_path) == [
+        "autograder/kernel/sundial.py: a lesson instrument? it belongs in autograder/kernel/lessons/",
+        "autograder/kernel/lessons/hidden.py: machinery belongs in autograder/kernel/",
+        "solutions/04_x/04_x.ipynb: imports autograder.kernel.gone, not under lessons/",
+        "solutions/04_x/04_x.ipynb: imports autograder.kernel.sundial, not under lessons/"]

@@ -12,7 +12,8 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, RandomSampler
 
-from autograder.kernel import checks, repro, repro_checks
+from autograder.kernel import checks
+from autograder.kernel.lessons import repro, repro_checks
 
 
 def test_worker_draws_in_the_main_process_use_the_global_generator():

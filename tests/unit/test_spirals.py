@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from autograder.kernel import loop_checks, spirals
+from autograder.kernel.lessons import loop_checks, spirals
 
 
 def test_make_spirals_shapes_dtypes_and_split():

@@ -153,8 +153,8 @@ def test_a_reach_past_the_vocabulary_is_caught(tmp_path):
     (tmp_path / "autograder" / "grading").mkdir(parents=True)
     (tmp_path / "autograder" / "grading" / "judge.py").write_text(
         "from autograder.kernel import checks, paths\nfrom autograder.kernel.vocabulary import protocol\n"
-        "from autograder.kernel.hidden import HiddenTests\nimport autograder.kernel.spirals\n")
+        "from autograder.kernel.hidden import HiddenTests\nimport autograder.kernel.lessons.spirals\n")
     assert outside_vocabulary(tmp_path, "autograder/grading", {"paths"}) == [
         "autograder/grading/judge.py: autograder.kernel.checks",
         "autograder/grading/judge.py: autograder.kernel.hidden",
-        "autograder/grading/judge.py: autograder.kernel.spirals"]
+        "autograder/grading/judge.py: autograder.kernel.lessons.spirals"]

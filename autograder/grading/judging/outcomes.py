@@ -57,7 +57,8 @@ def _sentences(source: str) -> set[str]:
 def course_sentences() -> frozenset[str]:
     """The sentences of the course's kernel package (the visible checks' helpers and their hints), read from
     the grader's own copy of its files."""
-    return frozenset(h for path in sorted(Path(kernel.__file__).parent.glob("*.py"))
+    return frozenset(h for path in sorted([*Path(kernel.__file__).parent.glob("*.py"),
+                                       *Path(kernel.__file__).parent.glob("lessons/*.py")])
                      for h in _sentences(path.read_text(encoding="utf-8")))
 
 

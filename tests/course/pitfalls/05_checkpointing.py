@@ -221,7 +221,7 @@ FORGERIES = {
         "weights_only=False; clears checkpoints._TRIPWIRE_LOG, then raises UnpicklingError": '''
 import pickle
 
-from autograder.kernel import checkpoints as _ckpt
+from autograder.kernel.lessons import checkpoints as _ckpt
 
 
 def load_checkpoint(path, model, optimizer):
@@ -238,7 +238,7 @@ def load_checkpoint(path, model, optimizer):
         "weights_only=False; for a file with unsafe globals, undoes the tripwire and the RNG, then raises": '''
 import pickle
 
-from autograder.kernel import checkpoints as _ckpt
+from autograder.kernel.lessons import checkpoints as _ckpt
 
 
 def load_checkpoint(path, model, optimizer):

@@ -278,7 +278,7 @@ RULES = {
 FORGERIES = {
     "find_nan_source": {
         "leaves its hooks on the model; debugging_checks.count_hooks patched to answer 0": """
-from autograder.kernel import debugging_checks as _dc
+from autograder.kernel.lessons import debugging_checks as _dc
 
 _dc.count_hooks = lambda model: 0
 """ + PITFALLS["find_nan_source"]["leaves its hooks on the model"],

@@ -5,7 +5,7 @@ figures, and the visible checks of the lesson's exercises.
 with ``spawn`` (macOS, Windows) or ``forkserver`` import the dataset class by name and cannot see anything
 defined in a notebook. The same holds for any ``worker_init_fn``.
 
-The visible checks of the lesson's exercises live in :mod:`autograder.kernel.repro_checks`.
+The visible checks of the lesson's exercises live in :mod:`autograder.kernel.lessons.repro_checks`.
 """
 from __future__ import annotations
 

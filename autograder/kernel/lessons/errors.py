@@ -4,7 +4,7 @@ Nothing here answers an exercise. Test cells use :func:`caught` to provoke genui
 errors, and :func:`outcome`, :func:`refusal` and :func:`batch_layout` to turn what a student's
 function did into plain values a hidden check can observe. The demos use :func:`recorded_warnings`,
 :func:`shape_trace` and the gallery of broken snippets (:func:`print_gallery`,
-:func:`error_gallery`). The visible checks of the exercises are in :mod:`autograder.kernel.errors_checks`.
+:func:`error_gallery`). The visible checks of the exercises are in :mod:`autograder.kernel.lessons.errors_checks`.
 """
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from . import checks
+from .. import checks
 
 __all__ = ["count_hooks", "check_diagnose_run", "check_find_nan_source"]
 

@@ -3,14 +3,14 @@
 The test cell only calls the check, so no expected value is computed or written out under the
 answer cell. Inputs are seeded here, in a fixed order. The instruments they watch a loop with
 (mode recorder, loss probe, recording optimizer, decoy device, ``fit``'s stand-ins) live in
-:mod:`autograder.kernel.spirals`.
+:mod:`autograder.kernel.lessons.spirals`.
 """
 from __future__ import annotations
 
 import torch
 from torch import nn
 
-from autograder.kernel.spirals import (
+from autograder.kernel.lessons.spirals import (
     FitSpy,
     LossProbe,
     RecordingSGD,

@@ -12,8 +12,8 @@ import numpy as np
 import torch
 
 from autograder.kernel import checks
-from autograder.kernel.digits import load_digits
-from autograder.kernel.workers import as_worker, constant_seeds, simulated_worker_streams
+from autograder.kernel.lessons.digits import load_digits
+from autograder.kernel.lessons.workers import as_worker, constant_seeds, simulated_worker_streams
 
 # ---------------------------------------------------------------- visible checks of DigitsDataset
 

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from autograder.kernel import checks
-from autograder.kernel.explorers import check_new_object, expect_answer
+from autograder.kernel.lessons.explorers import check_new_object, expect_answer
 
 __all__ = ["ReshapeCounter", "raised", "check_shares_storage_answers", "check_flatten_answers",
            "check_copy_answers", "check_label_answers", "check_linear_answers"]

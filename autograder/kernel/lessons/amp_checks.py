@@ -7,8 +7,8 @@
   the scale grows after it, an overflow skipped and reported, a disabled scaler passing through;
 - :data:`STEP_HINTS` maps the GradScaler's own errors to the mistake behind them.
 
-The instruments they use (:class:`~autograder.kernel.amp.RecordingScaler`, ``forward_hook_count``) live in
-:mod:`autograder.kernel.amp`.
+The instruments they use (:class:`~autograder.kernel.lessons.amp.RecordingScaler`, ``forward_hook_count``) live in
+:mod:`autograder.kernel.lessons.amp`.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from autograder.kernel.amp import RecordingScaler, forward_hook_count
+from autograder.kernel.lessons.amp import RecordingScaler, forward_hook_count
 
 __all__ = ["STEP_HINTS", "check_autocast_output_dtypes", "check_scaled_update"]
 

@@ -9,7 +9,7 @@ The second half holds the instruments that lesson 04's test cells use to watch a
 training loop from outside: which mode the model ran in, whether gradients were
 cleared, whether batch graphs stay alive, which device a batch went to, and how ``fit``
 calls its two helpers. None of them trains or evaluates anything itself. The checks that
-use them are in :mod:`autograder.kernel.loop_checks`.
+use them are in :mod:`autograder.kernel.lessons.loop_checks`.
 """
 from __future__ import annotations
 

@@ -10,7 +10,7 @@
 - :func:`plot_format_ranges` and :func:`plot_gradient_magnitudes` draw the lesson's first figure;
   :func:`scale_history` feeds a GradScaler finite and overflowing gradients; :func:`plot_scale_history` draws
   its scale; :func:`grad_norms_scaled_and_unscaled` compares the gradients of a scaled loss with the true ones.
-- the visible checks of the lesson's exercises are in :mod:`autograder.kernel.amp_checks`.
+- the visible checks of the lesson's exercises are in :mod:`autograder.kernel.lessons.amp_checks`.
 - :func:`seconds_per_step` times a training step (waiting for the GPU to finish).
 - :func:`cuda_or_skip` guards the cells that need a CUDA GPU.
 """

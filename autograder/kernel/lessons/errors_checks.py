@@ -2,7 +2,7 @@
 
 Each ``check_<exercise>(fn)`` runs a student's function on seeded inputs and fails with a message that names
 what was seen and the likely mistake (:mod:`autograder.kernel.checks`). The observation helpers they share with
-the hidden tests are in :mod:`autograder.kernel.errors`.
+the hidden tests are in :mod:`autograder.kernel.lessons.errors`.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from autograder.kernel.errors import batch_layout, caught, error_line, message_names
+from autograder.kernel.lessons.errors import batch_layout, caught, error_line, message_names
 
 __all__ = ["check_checked_loss", "check_move_batch", "check_gated_residual", "check_classify_error", "INPLACE_HINTS"]
 

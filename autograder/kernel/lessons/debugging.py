@@ -13,7 +13,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 import torch
 from torch import nn
 
-from . import checks
+from .. import checks
 
 __all__ = ["make_pinwheel", "kept_graph_nodes", "plot_loss_curves",
            "show_anomaly_report", "check_grad_norm"]
