@@ -111,6 +111,20 @@ FORWARD_HOOKS = Private(
 GLOBAL_FORWARD_HOOKS = Private(
     "torch", "torch.nn.modules.module", "_global_forward_hooks", None,
     "counting the global forward hooks a student's code leaves registered (lesson 08's hook check)", guards=True)
+FORWARD_PRE_HOOKS, BACKWARD_HOOKS, BACKWARD_PRE_HOOKS = (
+    Private("torch", "torch.nn:Module", name, None, "counting the hooks a student's code leaves on a model (lesson "
+            "09's hook check)", guards=True, example="torch.nn:Module")
+    for name in ("_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks"))
+GLOBAL_FORWARD_PRE_HOOKS, GLOBAL_BACKWARD_HOOKS, GLOBAL_BACKWARD_PRE_HOOKS = (
+    Private("torch", "torch.nn.modules.module", name, None, "counting the global hooks a student's code leaves "
+            "registered (lesson 09's hook check)", guards=True)
+    for name in ("_global_forward_pre_hooks", "_global_backward_hooks", "_global_backward_pre_hooks"))
+TENSOR_BACKWARD_HOOKS = Private(
+    "torch", "torch:Tensor", "_backward_hooks", None,
+    "counting the hooks a student's code leaves on a parameter (lesson 09's hook check)", guards=True,
+    example="torch.nn:Parameter")
+MODULE_HOOKS = (FORWARD_HOOKS, FORWARD_PRE_HOOKS, BACKWARD_HOOKS, BACKWARD_PRE_HOOKS)
+GLOBAL_HOOKS = (GLOBAL_FORWARD_HOOKS, GLOBAL_FORWARD_PRE_HOOKS, GLOBAL_BACKWARD_HOOKS, GLOBAL_BACKWARD_PRE_HOOKS)
 TENSOR_BASE = Private(
     "torch", "torch._C", "TensorBase", None,
     "reading a tensor through the C base class's unbound methods, which a student's patch of torch.Tensor or an "
@@ -141,5 +155,5 @@ def colorbar_axes():
     return figure.colorbar(ScalarMappable(), ax=figure.subplots()).ax
 
 
-REGISTRY = (GENERATE_STATE, WORKER_INFO, FORWARD_HOOKS, GLOBAL_FORWARD_HOOKS, TENSOR_BASE, TENSOR_VIEW_BASE, SUPTITLE,
-            COLORBAR, DISABLE_TORCH_FUNCTION)
+REGISTRY = (GENERATE_STATE, WORKER_INFO, *MODULE_HOOKS, *GLOBAL_HOOKS, TENSOR_BACKWARD_HOOKS, TENSOR_BASE,
+            TENSOR_VIEW_BASE, SUPTITLE, COLORBAR, DISABLE_TORCH_FUNCTION)

@@ -13,7 +13,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from .. import checks
+from .. import checks, private_apis
 
 __all__ = ["count_hooks", "check_diagnose_run", "check_find_nan_source"]
 
@@ -23,15 +23,10 @@ def count_hooks(model: nn.Module) -> int:
     on its parameters, and globally on every module (``nn.modules.module.register_module_*_hook``)."""
     found = 0
     for module in model.modules():
-        for name in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks"):
-            found += len(getattr(module, name, None) or {})
+        found += sum(len(private_apis.get(entry, module) or {}) for entry in private_apis.MODULE_HOOKS)
     for p in model.parameters():
-        found += len(getattr(p, "_backward_hooks", None) or {})
-    from torch.nn.modules import module as module_mod
-    for name in ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
-                 "_global_backward_pre_hooks"):
-        found += len(getattr(module_mod, name, None) or {})
-    return found
+        found += len(private_apis.get(private_apis.TENSOR_BACKWARD_HOOKS, p) or {})
+    return found + sum(len(private_apis.get(entry)) for entry in private_apis.GLOBAL_HOOKS)
 
 
 class _Log(nn.Module):
