@@ -269,8 +269,9 @@ def test_plot_saliency_draws_one_arrow_per_point_and_restores_mode():
 
 # ---------------------------------------------------------------- lesson 04's visible checks
 
-def _train_one_epoch(model, loader, loss_fn, optimizer, *, clear="before", train=True):
+def _train_one_epoch(model, loader, loss_fn, optimizer, *, clear="before", train=True, summed_aware=True):
     device = next(model.parameters()).device
+    summed = summed_aware and loss_fn.reduction == "sum"
     if train:
         model.train()
     total, count = 0.0, 0
@@ -285,13 +286,14 @@ def _train_one_epoch(model, loader, loss_fn, optimizer, *, clear="before", train
         optimizer.step()
         if clear == "after":
             optimizer.zero_grad()
-        total += loss.item() * len(yb)
+        total += loss.item() if summed else loss.item() * len(yb)
         count += len(yb)
     return total / count
 
 
-def _evaluate(model, loader, loss_fn, *, eval_mode=True):
+def _evaluate(model, loader, loss_fn, *, eval_mode=True, summed_aware=True):
     device = next(model.parameters()).device
+    summed = summed_aware and loss_fn.reduction == "sum"
     if eval_mode:
         model.eval()
     total, correct, count = 0.0, 0, 0
@@ -299,7 +301,8 @@ def _evaluate(model, loader, loss_fn, *, eval_mode=True):
         for xb, yb in loader:
             xb, yb = xb.to(device), yb.to(device)
             logits = model(xb)
-            total += loss_fn(logits, yb).item() * len(yb)
+            batch_loss = loss_fn(logits, yb).item()
+            total += batch_loss if summed else batch_loss * len(yb)
             correct += (logits.argmax(dim=1) == yb).sum().item()
             count += len(yb)
     return total / count, correct / count
@@ -347,6 +350,16 @@ def test_visible_checks_pass_right_answers_and_name_wrong_ones():
         loop_checks.check_evaluate(lambda *a: _evaluate(*a, eval_mode=False), namespace)
     with pytest.raises(checks.CheckFailed, match="left in eval mode"):
         loop_checks.check_saliency(lambda *a: _saliency(*a, restore=False))
+    # A loss_fn that sums its batch (reduction='sum'): its value is the batch's total already.
+    with pytest.raises(checks.CheckFailed, match=r"reduction='sum'.*already the batch's total"):
+        loop_checks.check_train_one_epoch(lambda *a: _train_one_epoch(*a, summed_aware=False), namespace)
+    with pytest.raises(checks.CheckFailed, match=r"reduction='sum'.*already the batch's total"):
+        loop_checks.check_evaluate(lambda *a: _evaluate(*a, summed_aware=False), namespace)
+
+
+def test_loss_probe_says_how_its_loss_reduces():
+    assert spirals.LossProbe(nn.CrossEntropyLoss(reduction="sum")).reduction == "sum"
+    assert spirals.LossProbe(nn.CrossEntropyLoss()).reduction == "mean"
 
 
 def test_fit_check_uses_stand_ins_by_name():

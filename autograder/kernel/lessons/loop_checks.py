@@ -22,6 +22,10 @@ from autograder.kernel.lessons.spirals import (
 
 __all__ = ["check_train_one_epoch", "check_evaluate", "check_fit", "check_saliency"]
 
+SUMMED_HINT = ("this loss_fn sums each batch's losses (reduction='sum'): the number it returns is already the batch's "
+               "total, so multiplying it by the batch size counts every sample len(yb) times, and dividing by the "
+               "number of batches is no mean per sample either. The result is still the mean over the samples.")
+
 
 
 def check_train_one_epoch(train_one_epoch, namespace: dict) -> None:
@@ -61,6 +65,11 @@ def check_train_one_epoch(train_one_epoch, namespace: dict) -> None:
                   f"{watched_loss.max_kept} earlier batches' graphs were still alive when a new batch started: the "
                   "loss tensors were kept (e.g. total = total + loss * len(yb)), which keeps every batch's graph in "
                   "memory. Accumulate loss.item(), a Python float.")
+    # The same samples' losses added instead of averaged: the per-sample mean is the same number.
+    got = checks.call(train_one_epoch, probe, probe_loader, nn.CrossEntropyLoss(reduction="sum"),
+                      RecordingSGD(probe.parameters(), lr=0.0))
+    checks.check_number(got, want, "train_one_epoch with loss_fn=CrossEntropyLoss(reduction='sum') (batches of 4, 4, "
+                        "2)", tol=1e-5, hint=SUMMED_HINT)
     before = [p.detach().clone() for p in probe.parameters()]
     checks.call(train_one_epoch, probe, probe_loader, nn.CrossEntropyLoss(),
                 torch.optim.SGD(probe.parameters(), lr=0.1))
@@ -126,6 +135,10 @@ def check_evaluate(evaluate, namespace: dict) -> None:
                         hint="weight each batch's mean loss by its size and divide by the number of samples.")
     checks.check_number(result[1], want_acc, "evaluate's accuracy", tol=1e-6,
                         hint=accuracy_hint(result[1], logits, labels))
+    summed = checks.call(evaluate, table_model(logits), DataLoader(TensorDataset(torch.eye(10), labels), batch_size=4),
+                         nn.CrossEntropyLoss(reduction="sum"))
+    checks.check_number(summed[0], want_loss, "evaluate's loss with loss_fn=CrossEntropyLoss(reduction='sum') "
+                        "(batches of 4, 4, 2)", tol=1e-5, hint=SUMMED_HINT)
 
 
 def check_fit(fit, namespace: dict) -> None:

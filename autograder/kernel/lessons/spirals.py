@@ -231,6 +231,11 @@ class LossProbe:
         self.max_kept = 0
         self._alive: set[int] = set()
 
+    @property
+    def reduction(self) -> str:
+        """How the wrapped loss reduces a batch (its ``reduction``; ``"mean"`` for a plain function)."""
+        return getattr(self.loss_fn, "reduction", "mean")
+
     def __call__(self, *args, **kwargs):
         self.max_kept = max(self.max_kept, len(self._alive))
         loss = self.loss_fn(*args, **kwargs)

@@ -553,7 +553,7 @@ def saliency(model, x, target):
 # Correct answers written differently: they keep their points.
 RIGHT_ANSWERS = {
     "train_one_epoch": {
-        "model.zero_grad(set_to_none=False), detached float64 accumulation, xb.shape[0]; prints and warns": '''
+        "model.zero_grad(set_to_none=False), detached float64 accumulation, loss_fn.reduction; prints and warns": '''
 import sys
 import warnings
 
@@ -568,7 +568,7 @@ def train_one_epoch(model, loader, loss_fn, optimizer):
         loss = loss_fn(model(xb), yb)
         loss.backward()
         optimizer.step()
-        total += loss.detach().double() * xb.shape[0]
+        total += loss.detach().double() * (1 if loss_fn.reduction == "sum" else xb.shape[0])
         count += xb.shape[0]
         print(f"batch {step}: {loss.item():.4f}")
     print("epoch done", file=sys.stderr)
@@ -577,7 +577,7 @@ def train_one_epoch(model, loader, loss_fn, optimizer):
 ''',
     },
     "evaluate": {
-        "torch.inference_mode(), all logits concatenated, one loss call; prints to stdout and stderr": '''
+        "torch.inference_mode(), all logits concatenated, one loss call, loss_fn.reduction; prints to both streams": '''
 import sys
 
 
@@ -591,6 +591,7 @@ def evaluate(model, loader, loss_fn):
             all_labels.append(yb.to(device))
         logits, labels = torch.cat(all_logits), torch.cat(all_labels)
         loss = loss_fn(logits, labels).item()
+        loss /= len(labels) if loss_fn.reduction == "sum" else 1
         accuracy = logits.argmax(dim=1).eq(labels).double().mean().item()
     print("evaluated", len(labels), "samples")
     print("done", file=sys.stderr)
@@ -647,14 +648,67 @@ def train_one_epoch(model, loader, loss_fn, optimizer):
 PITFALLS["saliency"]["backward(), then model.zero_grad(): wipes the gradients the caller was accumulating"] = \
     PLAUSIBLE["saliency"].pop("backward(), then model.zero_grad(): wipes the gradients the caller was accumulating")
 
+# A loss_fn that sums its batch (reduction='sum'): its value is the batch's total already. The text never names the
+# case; the contract's "whether loss_fn averages a batch's losses or sums them" does.
+PITFALLS["train_one_epoch"]["multiplies a summed loss by the batch size: reduction='sum' counted len(yb) times"] = '''
+def train_one_epoch(model, loader, loss_fn, optimizer):
+    device = next(model.parameters()).device
+    model.train()
+    total, count = 0.0, 0
+    for xb, yb in loader:
+        xb, yb = xb.to(device), yb.to(device)
+        optimizer.zero_grad()
+        loss = loss_fn(model(xb), yb)
+        loss.backward()
+        optimizer.step()
+        total += loss.item() * len(yb)
+        count += len(yb)
+    return total / count
+'''
+PITFALLS["evaluate"]["multiplies a summed loss by the batch size: reduction='sum' counted len(yb) times"] = '''
+def evaluate(model, loader, loss_fn):
+    device = next(model.parameters()).device
+    model.eval()
+    total, correct, count = 0.0, 0, 0
+    with torch.no_grad():
+        for xb, yb in loader:
+            xb, yb = xb.to(device), yb.to(device)
+            logits = model(xb)
+            total += loss_fn(logits, yb).item() * len(yb)
+            correct += (logits.argmax(dim=1) == yb).sum().item()
+            count += len(yb)
+    return total / count, correct / count
+'''
+PITFALLS["evaluate"]["the first version as handed over"] = '''
+def evaluate(model, loader, loss_fn):
+    torch.set_grad_enabled(False)
+    losses, accuracies = [], []
+    for xb, yb in loader:
+        scores = model(xb.to(device))
+        losses.append(loss_fn(scores, yb.to(device)).item())
+        hits = scores.max(dim=1).values == yb.to(device)
+        accuracies.append(hits.float().mean().item())
+    return sum(losses) / len(losses), sum(accuracies) / len(accuracies)
+'''
+PITFALLS["train_one_epoch"]["the first version as handed over"] = '''
+def train_one_epoch(model, loader, loss_fn, optimizer):
+    losses = []
+    for xb, yb in loader:
+        outputs = model(xb.to(device))
+        loss = loss_fn(outputs, yb.to(device))
+        loss.backward()
+        optimizer.step()
+        losses.append(loss)
+    return sum(losses) / len(losses)
+'''
+
 # One wrong answer per rule bullet of each spec, breaking that rule alone.
 RULES = {
     "train_one_epoch": {
-        "training mode": PITFALLS["train_one_epoch"]["no model.train(): stays in eval mode after an evaluation"],
-        "the model's device":
-            PITFALLS["train_one_epoch"]["moves batches to the notebook's global device instead of the model's"],
-        "one step per batch, from that batch alone":
+        "one step per batch, in training mode":
             PITFALLS["train_one_epoch"]["no zero_grad: gradients accumulate across batches"],
+        "where the model lives":
+            PITFALLS["train_one_epoch"]["moves batches to the notebook's global device instead of the model's"],
         "the mean per sample, as trained":
             PITFALLS["train_one_epoch"]["averages the batch means per batch instead of per sample"],
         "floats, not graphs": PITFALLS["train_one_epoch"][
@@ -662,7 +716,7 @@ RULES = {
     },
     "evaluate": {
         "as the model will be used": PITFALLS["evaluate"]["no model.eval(): dropout stays on and results vary"],
-        "no graph": PITFALLS["evaluate"]["records a graph (no torch.no_grad)"],
+        "nothing recorded, nothing left switched": PITFALLS["evaluate"]["records a graph (no torch.no_grad)"],
         "the mean per sample": '''
 def evaluate(model, loader, loss_fn):
     device = next(model.parameters()).device
