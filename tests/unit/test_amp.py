@@ -152,6 +152,20 @@ def test_forward_hook_count_sees_module_and_global_hooks():
     assert amp.forward_hook_count(net) == 0
 
 
+def test_left_attached_names_hooks_and_instance_forwards():
+    net, x, _, _ = _step_parts()
+    assert amp.left_attached(net) == []
+    handles = [m.register_forward_hook(lambda *args: None) for m in net]
+    net[2].forward = lambda t: t
+    assert amp.left_attached(net) == ["3 forward hooks", "a forward set on the module '2'"]
+    del net[2].forward
+    for handle in handles[1:]:
+        handle.remove()
+    assert amp.left_attached(net) == ["1 forward hook"]
+    handles[0].remove()
+    assert amp.left_attached(net) == []
+
+
 def test_skip_message_of_cuda_or_skip(monkeypatch, capsys):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert amp.cuda_or_skip("the speed test") is False
@@ -265,6 +279,50 @@ def test_a_first_group_only_clip_passes_the_visible_checks():
     one group, and the hidden test's two-group optimizer is what tells it apart."""
     name = "clips the first parameter group only (the visible checks' optimizers have one)"
     amp_checks.check_scaled_update(_answer("HIDDEN_ONLY", "scaled_update", name))
+
+
+WRONG_TABLES = [   # exercise 1's wrong answers -> what the visible check must say about each
+    ("PITFALLS", "removes the hooks only when the forward pass succeeds (no finally)",
+     "after a call whose forward pass raised, still attached to the model: 3 forward hooks"),
+    ("PITFALLS", "records output.dtype without checking that the output is a tensor", "returns a tuple, not a tensor"),
+    ("PITFALLS", "one name for every entry: the recorder reads the loop's variable after the loop has ended",
+     "every entry went under one name"),
+    ("PITFALLS", "direct children only (named_children): nested modules are missing", "a nested one too"),
+    ("PITFALLS", "forgets to remove the hooks", "after the call, still attached to the model: 3 forward hooks"),
+]
+
+
+def test_visible_checks_name_the_wrong_inspections():
+    for table, name, message in WRONG_TABLES:
+        with pytest.raises(checks.CheckFailed, match=message):
+            amp_checks.check_autocast_output_dtypes(_answer(table, "autocast_output_dtypes", name))
+
+
+def test_an_inspection_that_swallows_the_forward_error_is_named():
+    def swallowing(model, x, device_type, dtype):
+        found = {}
+        handles = [m.register_forward_hook(lambda mod, args, out, n=n: found.__setitem__(n, out.dtype)
+                                           if torch.is_tensor(out) else None)
+                   for n, m in model.named_modules() if n]
+        try:
+            with torch.autocast(device_type, dtype=dtype):
+                model(x)
+        except RuntimeError:
+            pass
+        finally:
+            for handle in handles:
+                handle.remove()
+        return found
+
+    with pytest.raises(checks.CheckFailed, match="must reach the caller"):
+        amp_checks.check_autocast_output_dtypes(swallowing)
+
+
+def test_a_leaf_only_inspection_passes_the_visible_checks():
+    """The hidden-only answer (leaf modules only) meets every visible check: only the hidden conv net has a
+    container whose output is a tensor."""
+    name = "records leaf modules only: a container whose output is a tensor gets no entry"
+    amp_checks.check_autocast_output_dtypes(_answer("HIDDEN_ONLY", "autocast_output_dtypes", name))
 
 
 def test_an_inspection_that_leaves_the_model_in_eval_mode_is_named():

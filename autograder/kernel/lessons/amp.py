@@ -6,7 +6,8 @@
   gradients into ``inf``, so a test can watch the scaler skip a step.
 - :func:`watch_autocast` records, on every forward call of a module, whether autocast
   was on and with which dtype.
-- :func:`forward_hook_count` counts the forward hooks still attached to a model.
+- :func:`forward_hook_count` counts the forward hooks still attached to a model; :func:`left_attached` says what
+  an inspection left on one (hooks, a ``forward`` set on a module instance).
 - :func:`plot_format_ranges` and :func:`plot_gradient_magnitudes` draw the lesson's first figure;
   :func:`scale_history` feeds a GradScaler finite and overflowing gradients; :func:`plot_scale_history` draws
   its scale; :func:`grad_norms_scaled_and_unscaled` compares the gradients of a scaled loss with the true ones.
@@ -30,6 +31,7 @@ __all__ = [
     "RecordingScaler",
     "watch_autocast",
     "forward_hook_count",
+    "left_attached",
     "plot_format_ranges",
     "plot_gradient_magnitudes",
     "seconds_per_step",
@@ -278,3 +280,14 @@ def grad_norms_scaled_and_unscaled(model: nn.Module, xb, yb, *, init_scale: floa
     scaled_loss = scaler.scale(nn.functional.cross_entropy(model(xb), yb))
     scaled_loss.backward()
     return nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None]).item(), true
+
+
+def left_attached(model: nn.Module) -> list[str]:
+    """What an inspection may have left on ``model``: forward hooks (its modules' and the global ones) and a
+    ``forward`` set on a module instance, each as a phrase; an empty list when nothing is attached."""
+    found = []
+    hooks = forward_hook_count(model)
+    if hooks:
+        found.append(f"{hooks} forward hook{'s' if hooks > 1 else ''}")
+    found += [f"a forward set on the module {name!r}" for name, m in model.named_modules() if "forward" in vars(m)]
+    return found

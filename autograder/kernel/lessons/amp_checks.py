@@ -1,13 +1,14 @@
 """Visible checks of lesson 08's exercises (their test cells call them), and the hints for the scaler's errors.
 
-- :func:`check_autocast_output_dtypes`: exercise 1, a small model's table under CPU autocast, and no trace
-  left (no hook, the mode, ``.grad``, ``requires_grad`` and the input as they were);
+- :func:`check_autocast_output_dtypes`: exercise 1, a small model's table under CPU autocast, a submodule with a
+  tuple output, a forward pass that raises, and no trace left (nothing attached, the mode, ``.grad``,
+  ``requires_grad`` and the input as they were);
 - :func:`check_scaled_update`: exercise 2 (the draft made right), the scaler's decisions after a backward
   pass: a finite step as float32 would take it (clipped in true units when asked), reported as taken also when
   the scale grows after it, an overflow skipped and reported, a disabled scaler passing through;
 - :data:`STEP_HINTS` maps the GradScaler's own errors to the mistake behind them.
 
-The instruments they use (:class:`~autograder.kernel.lessons.amp.RecordingScaler`, ``forward_hook_count``) live in
+The instruments they use (:class:`~autograder.kernel.lessons.amp.RecordingScaler`, ``left_attached``) live in
 :mod:`autograder.kernel.lessons.amp`.
 """
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from autograder.kernel.lessons.amp import RecordingScaler, forward_hook_count
+from autograder.kernel.lessons.amp import RecordingScaler, left_attached
 
 __all__ = ["STEP_HINTS", "check_autocast_output_dtypes", "check_scaled_update"]
 
@@ -36,8 +37,44 @@ def _same_state(a: tuple, b: tuple) -> bool:
     return a[0] == b[0] and grads_equal
 
 
-def check_autocast_output_dtypes(fn: Callable) -> None:
-    """Visible checks of exercise 1: a small model's table under CPU autocast, and no trace left behind."""
+class _Pair(nn.Module):
+    """A submodule whose output is a tuple (its linear layer's output and that output's sum), not a tensor."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(6, 4)
+
+    def forward(self, x):
+        y = self.lin(x)
+        return y, y.sum()
+
+
+class _PairNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.pair = _Pair()
+        self.head = nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.head(self.pair(x)[0])
+
+
+_TUPLE_HINTS = {r"'tuple' object has no attribute":
+                "the submodule 'pair' returns a tuple, not a tensor: a submodule whose output is not a tensor gets "
+                "no entry, and the call goes on."}
+
+
+def _expect_nothing_attached(model: nn.Module, when: str) -> None:
+    from autograder.kernel import checks
+
+    left = left_attached(model)
+    checks.expect(not left, f"{when}, still attached to the model: {', '.join(left)}. What the call attaches "
+                            "stays until it is taken off (a hook until its handle's .remove() is called) and runs "
+                            "again on every later forward pass; take it off on every path, also when model(x) raises.")
+
+
+def _check_table(fn: Callable) -> None:
+    """A small model's table under CPU autocast, both dtypes, and no trace left behind."""
     from autograder.kernel import checks
 
     torch.manual_seed(8)
@@ -50,18 +87,18 @@ def check_autocast_output_dtypes(fn: Callable) -> None:
     got = checks.call(fn, probe, x, "cpu", torch.bfloat16)
     checks.check_type(got, dict, label, hint="return a dict {submodule name: output dtype}.")
     names = [name for name, _ in probe.named_modules() if name]
+    late = ("\nLikely mistake: every entry went under one name. A function defined in a loop reads the loop's "
+            "variable when it runs, after the loop has ended, unless the value is bound when it is defined."
+            if len(got) == 1 and len(names) > 1 else "")
     checks.expect(sorted(got) == sorted(names),
                   f"{label}: the keys are {sorted(got)}; expected the submodules' names as named_modules() spells "
-                  f"them, without the model itself (its name is ''): {sorted(names)}.")
+                  f"them, without the model itself (its name is ''): {sorted(names)}.{late}")
     checks.expect(all(isinstance(v, torch.dtype) for v in got.values()),
                   f"{label}: the values should be torch dtypes (the outputs' .dtype), got {got}.")
     checks.expect(got["fc"] == torch.bfloat16,
                   f"{label}: the nn.Linear 'fc' produced {got['fc']}; under autocast on the CPU with bfloat16 a "
                   "linear layer computes in bfloat16, so the forward pass did not run under the autocast asked for.")
-    left = forward_hook_count(probe)
-    checks.expect(left == 0,
-                  f"{left} forward hook(s) are still attached after the call. A hook stays until its handle's "
-                  ".remove() is called, and it runs again on every later forward pass.")
+    _expect_nothing_attached(probe, "after the call")
     checks.expect(_same_state(state, _state(probe)),
                   f"{label} left a trace on the model: afterwards its modes (training: {_state(probe)[0]}, before: "
                   f"{state[0]}), a parameter's requires_grad or its .grad differ from before the call. Put back "
@@ -71,6 +108,43 @@ def check_autocast_output_dtypes(fn: Callable) -> None:
     checks.expect(isinstance(got16, dict) and got16.get("head") == torch.float16,
                   f"with dtype=torch.float16 the linear layers should produce torch.float16, got {got16}: autocast "
                   "must run with the dtype argument, not a fixed one.")
+
+
+def _check_odd_models(fn: Callable) -> None:
+    """A submodule whose output is a tuple, then a forward pass that raises."""
+    from autograder.kernel import checks
+
+    torch.manual_seed(9)
+    net, x = _PairNet(), torch.randn(3, 6)
+    label = "autocast_output_dtypes(a model whose submodule 'pair' returns a tuple, x, 'cpu', torch.bfloat16)"
+    got = checks.call(fn, net, x, "cpu", torch.bfloat16, hints=_TUPLE_HINTS)
+    checks.expect(isinstance(got, dict) and sorted(got) == ["head", "pair.lin"],
+                  f"{label} returned {got}; expected entries for 'head' and 'pair.lin' only: every submodule "
+                  "named_modules() yields whose output is a tensor, a nested one too ('pair.lin'), and none for a "
+                  "submodule whose output is not a tensor ('pair').")
+    _expect_nothing_attached(net, "after the call on a model with a tuple-valued submodule")
+
+    state = _state(net)
+    try:
+        outcome = f"returned {fn(net, torch.randn(3, 5), 'cpu', torch.bfloat16)!r}"
+    except RuntimeError:
+        outcome = None
+    except Exception as exc:  # what else the answer raised is part of the message
+        outcome = f"raised {type(exc).__name__}: {exc}"
+    checks.expect(outcome is None,
+                  f"autocast_output_dtypes(the same model, x with 5 features where 'pair.lin' takes 6) {outcome}; "
+                  "the model's forward pass raises a RuntimeError there, and that exception must reach the caller.")
+    _expect_nothing_attached(net, "after a call whose forward pass raised")
+    checks.expect(_same_state(state, _state(net)),
+                  "after a call whose forward pass raised, the model's modes, a parameter's requires_grad or its "
+                  ".grad differ from before the call: leave no trace on every path.")
+
+
+def check_autocast_output_dtypes(fn: Callable) -> None:
+    """Visible checks of exercise 1: a small model's table under CPU autocast, a submodule with a tuple output, a
+    forward pass that raises, and no trace left behind."""
+    _check_table(fn)
+    _check_odd_models(fn)
 
 
 STEP_HINTS = {

@@ -83,6 +83,70 @@ def scaled_update(loss, optimizer, scaler, max_norm=None):
 ''',
     },
     "autocast_output_dtypes": {
+        "removes the hooks only when the forward pass succeeds (no finally)": '''
+def autocast_output_dtypes(model, x, device_type, dtype):
+    found = {}
+    handles = []
+    for name, module in model.named_modules():
+        if name:
+            handles.append(module.register_forward_hook(
+                lambda mod, inputs, output, name=name: found.__setitem__(name, output.dtype)
+                if torch.is_tensor(output) else None))
+    with torch.autocast(device_type=device_type, dtype=dtype):
+        model(x)
+    for handle in handles:
+        handle.remove()
+    return found
+''',
+        "records output.dtype without checking that the output is a tensor": '''
+def autocast_output_dtypes(model, x, device_type, dtype):
+    found = {}
+    handles = [module.register_forward_hook(
+                   lambda mod, inputs, output, name=name: found.__setitem__(name, output.dtype))
+               for name, module in model.named_modules() if name]
+    try:
+        with torch.autocast(device_type=device_type, dtype=dtype), torch.no_grad():
+            model(x)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return found
+''',
+        "one name for every entry: the recorder reads the loop's variable after the loop has ended": '''
+def autocast_output_dtypes(model, x, device_type, dtype):
+    found = {}
+    handles = []
+    for name, module in model.named_modules():
+        if name:
+            def record(mod, inputs, output):
+                if torch.is_tensor(output):
+                    found[name] = output.dtype
+            handles.append(module.register_forward_hook(record))
+    try:
+        with torch.autocast(device_type=device_type, dtype=dtype):
+            model(x)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return found
+''',
+        "direct children only (named_children): nested modules are missing": '''
+def autocast_output_dtypes(model, x, device_type, dtype):
+    found = {}
+    handles = []
+    for name, module in model.named_children():
+        def record(mod, inputs, output, name=name):
+            if torch.is_tensor(output):
+                found[name] = output.dtype
+        handles.append(module.register_forward_hook(record))
+    try:
+        with torch.autocast(device_type=device_type, dtype=dtype):
+            model(x)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return found
+''',
         "forgets to remove the hooks": '''
 def autocast_output_dtypes(model, x, device_type, dtype):
     found = {}
@@ -139,12 +203,16 @@ def scaled_update(loss, optimizer, scaler, max_norm=None):
 ''',
     },
     "autocast_output_dtypes": {
-        "direct children only (named_children): nested modules are missing": '''
+        "records leaf modules only: a container whose output is a tensor gets no entry": '''
 def autocast_output_dtypes(model, x, device_type, dtype):
     found = {}
-    handles = [module.register_forward_hook(
-                   lambda mod, inputs, output, name=name: found.__setitem__(name, output.dtype))
-               for name, module in model.named_children()]
+    handles = []
+    for name, module in model.named_modules():
+        if name and not list(module.children()):
+            def record(mod, inputs, output, name=name):
+                if torch.is_tensor(output):
+                    found[name] = output.dtype
+            handles.append(module.register_forward_hook(record))
     try:
         with torch.autocast(device_type=device_type, dtype=dtype):
             model(x)
@@ -225,35 +293,6 @@ def autocast_output_dtypes(model, x, device_type, dtype):
             handle.remove()
     return found
 ''',
-        "records output.dtype without checking that the output is a tensor": '''
-def autocast_output_dtypes(model, x, device_type, dtype):
-    found = {}
-    handles = [module.register_forward_hook(
-                   lambda mod, inputs, output, name=name: found.__setitem__(name, output.dtype))
-               for name, module in model.named_modules() if name]
-    try:
-        with torch.autocast(device_type=device_type, dtype=dtype), torch.no_grad():
-            model(x)
-    finally:
-        for handle in handles:
-            handle.remove()
-    return found
-''',
-        "removes the hooks only when the forward pass succeeds (no finally)": '''
-def autocast_output_dtypes(model, x, device_type, dtype):
-    found = {}
-    handles = []
-    for name, module in model.named_modules():
-        if name:
-            handles.append(module.register_forward_hook(
-                lambda mod, inputs, output, name=name: found.__setitem__(name, output.dtype)
-                if torch.is_tensor(output) else None))
-    with torch.autocast(device_type=device_type, dtype=dtype):
-        model(x)
-    for handle in handles:
-        handle.remove()
-    return found
-''',
         "a mutable default dict shared between calls": '''
 def autocast_output_dtypes(model, x, device_type, dtype, found={}):
     handles = []
@@ -327,6 +366,46 @@ def scaled_update(loss, optimizer, scaler, max_norm=None):
 ''',
     },
     "autocast_output_dtypes": {
+        "one global forward hook that looks each module's name up (no hook on any module)": '''
+def autocast_output_dtypes(model, x, device_type, dtype):
+    names = {module: name for name, module in model.named_modules() if name}
+    found = {}
+
+    def record(module, inputs, output):
+        if module in names and isinstance(output, torch.Tensor):
+            found[names[module]] = output.dtype
+
+    handle = torch.nn.modules.module.register_module_forward_hook(record)
+    try:
+        with torch.autocast(device_type, dtype=dtype):
+            model(x)
+    finally:
+        handle.remove()
+    return found
+''',
+        "no hooks: each submodule's forward wrapped on the instance, the wrappers deleted afterwards": '''
+def autocast_output_dtypes(model, x, device_type, dtype):
+    found, wrapped = {}, []
+    try:
+        for name, module in model.named_modules():
+            if not name:
+                continue
+
+            def spy(*args, _name=name, _forward=module.forward, **kwargs):
+                out = _forward(*args, **kwargs)
+                if torch.is_tensor(out):
+                    found[_name] = out.dtype
+                return out
+
+            module.forward = spy
+            wrapped.append(module)
+        with torch.autocast(device_type, dtype=dtype), torch.no_grad():
+            model(x)
+    finally:
+        for module in wrapped:
+            del module.forward
+    return found
+''',
         "hooks kept in an ExitStack, autocast entered through it; prints and warns": '''
 import contextlib
 import sys
@@ -368,7 +447,7 @@ def scaled_update(loss, optimizer, scaler, max_norm=None):
 ''',
     },
     "autocast_output_dtypes": {
-        "forgets to remove the hooks; rebinds forward_hook_count to report none": '''
+        "forgets to remove the hooks; rebinds left_attached to report nothing": '''
 def autocast_output_dtypes(model, x, device_type, dtype):
     found = {}
     for name, module in model.named_modules():
@@ -380,7 +459,7 @@ def autocast_output_dtypes(model, x, device_type, dtype):
     return found
 
 
-forward_hook_count = lambda model: 0
+left_attached = lambda model: []
 ''',
     },
 }
@@ -391,7 +470,7 @@ BOOLEAN_RESULTS = {"scaled_update"}
 # One wrong answer per rule of each spec's rules list: it breaks that rule alone, and loses the exercise's points.
 RULES = {
     "autocast_output_dtypes": {
-        "every submodule with a tensor output": HIDDEN_ONLY["autocast_output_dtypes"][
+        "every submodule with a tensor output": PITFALLS["autocast_output_dtypes"][
             "direct children only (named_children): nested modules are missing"],
         "its output's dtype, under the autocast asked for":
             PITFALLS["autocast_output_dtypes"]["runs the model outside autocast"],
