@@ -364,12 +364,14 @@ def test_check_spiral_dataset_notices_the_global_generator():
         data_loading_checks.check_spiral_dataset(Reseeding, 400, 0, [0, 5])
 
 
-def _loaders(train_shuffle=True, val_shuffle=False, own_generator=True, drop_last=False, fixed_seed=None):
+def _loaders(train_shuffle=True, val_shuffle=False, own_generator=True, drop_last=False, fixed_seed=None,
+             shared_generator=False, val_generator=False):
     def make_loaders(train_ds, val_ds, batch_size, seed=0):
         generator = torch.Generator().manual_seed(seed if fixed_seed is None else fixed_seed) if own_generator else None
+        val_gen = generator if shared_generator else torch.Generator().manual_seed(seed) if val_generator else None
         return (DataLoader(train_ds, batch_size=batch_size, shuffle=train_shuffle, generator=generator,
                            drop_last=drop_last),
-                DataLoader(val_ds, batch_size=batch_size, shuffle=val_shuffle))
+                DataLoader(val_ds, batch_size=batch_size, shuffle=val_shuffle, generator=val_gen))
     return make_loaders
 
 
@@ -392,10 +394,12 @@ def _numpy_order(train_ds, val_ds, batch_size, seed=0):
     ({"drop_last": True}, "expected each of the 100 exactly once"),
     ({"own_generator": False}, "other code had drawn from torch's global generator"),
     ({"fixed_seed": 0}, "seeds 0 and 1 gave the same training epochs"),
+    ({"shared_generator": True}, "when the validation loader was walked before each epoch"),
 ])
 def test_check_make_loaders(kwargs, message):
     data_loading_checks.check_make_loaders(_loaders())
     data_loading_checks.check_make_loaders(_numpy_order)          # another right answer: any private order
+    data_loading_checks.check_make_loaders(_loaders(val_generator=True))   # and a generator for each loader
     with pytest.raises(checks.CheckFailed, match=message):
         data_loading_checks.check_make_loaders(_loaders(**kwargs))
 
@@ -433,6 +437,27 @@ def test_check_seed_worker_accepts_the_rule(rule):
 def test_check_seed_worker_names_the_mistake(rule, message):
     with pytest.raises(checks.CheckFailed, match=message):
         data_loading_checks.check_seed_worker(rule)
+
+
+def test_classify_all_puts_the_mode_back_and_records_no_graph():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.Dropout(0.5))
+    loader = DataLoader(TensorDataset(torch.randn(10, 2), torch.arange(10)), batch_size=4)
+    images, labels, predicted = digits.classify_all(model, loader)
+    assert model.training and labels.tolist() == list(range(10)) and tuple(images.shape) == (10, 2)
+    assert not predicted.requires_grad and predicted.dtype == torch.long
+    with torch.no_grad():
+        assert torch.equal(predicted, model.eval()(images).argmax(dim=1))   # eval mode: dropout off
+    assert digits.classify_all(model, loader)[2].equal(predicted) and not model.training
+
+    class Broken(torch.nn.Module):
+        def forward(self, x):
+            raise RuntimeError("broken forward")
+
+    broken = Broken().train()
+    with pytest.raises(RuntimeError, match="broken forward"):
+        digits.classify_all(broken, loader)
+    assert broken.training
 
 
 def test_simulated_worker_streams_start_from_what_before_left():

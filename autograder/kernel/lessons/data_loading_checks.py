@@ -170,11 +170,14 @@ def epoch_faults(epochs: list[list[int]], n_items: int) -> tuple[int, int]:
             sum(a == b for a, b in zip(epochs, epochs[1:])))
 
 
-def moved_epochs(loader, count: int = 3) -> list[list[int]]:
-    """``count`` epochs of a loader, with other code drawing from torch's global generator before each."""
+def moved_epochs(loader, count: int = 3, val_loader=None) -> list[list[int]]:
+    """``count`` epochs of a loader, with other code drawing from torch's global generator before each, and
+    ``val_loader`` (if given) walked in full before each, as a run that evaluates after every epoch."""
     epochs = []
     for k in range(count):
         torch.randn(k + 3)
+        if val_loader is not None:
+            _epoch_order(val_loader)
         epochs.append(_epoch_order(loader))
     return epochs
 
@@ -184,7 +187,8 @@ def check_make_loaders(make_loaders) -> None:
 
     Invariants only: two DataLoaders with that batch size; validation in dataset order; each training
     epoch a new permutation; the training epochs the same for loaders made with one seed, whatever
-    drew from torch's global generator, and other ones for another seed.
+    drew from torch's global generator and however often the validation loader was walked, and other
+    ones for another seed.
     """
     from torch.utils.data import DataLoader, TensorDataset
 
@@ -205,6 +209,7 @@ def check_make_loaders(make_loaders) -> None:
                   "the validation loader does not return the examples in dataset order: do not shuffle evaluation "
                   "data (predictions must line up with the dataset's rows, and shuffling buys nothing for an average).")
     torch.manual_seed(1)
+    train_dl = make(0)[0]    # a pair whose validation loader nothing has walked yet
     epochs = [_epoch_order(train_dl) for _ in range(3)]
     not_perm, repeats = epoch_faults(epochs, 100)
     checks.expect(not_perm == 0, f"a training epoch returned {sorted(map(len, epochs))} examples or repeated some, "
@@ -221,6 +226,11 @@ def check_make_loaders(make_loaders) -> None:
                   "two training loaders made with seed 0 gave other epochs once other code had drawn from torch's "
                   "global generator before or between the epochs: the order follows the global stream, so adding a "
                   "layer or a sanity check elsewhere changes your data order.")
+    train_dl, val_dl = make(0)
+    checks.expect(moved_epochs(train_dl, val_loader=val_dl) == epochs,
+                  "two training loaders made with seed 0 gave other epochs when the validation loader was walked "
+                  "before each epoch, as a run that evaluates after every epoch does: walking the validation "
+                  "loader moves the training order, so how often you evaluate changes what you train on.")
     checks.expect(moved_epochs(make(1)[0]) != epochs,
                   "seeds 0 and 1 gave the same training epochs: the order must follow the `seed` argument.")
 

@@ -2,6 +2,7 @@
 
 ``load_digits()`` reads ``data/digits.npz`` (see data/README.md); ``plot_digit_grid`` draws
 images with their labels; ``batch_pager`` pages through the batches of a DataLoader.
+``classify_all`` runs a model over a whole loader (section 7's evaluation, written in lesson 04).
 ``write_png_digits`` saves digits as large PNG files and ``PngDigits`` decodes them again, item
 by item: the work that DataLoader workers can share. Workers started with ``spawn`` (the only
 start method on Windows, the default on macOS) import a dataset class by name and cannot see
@@ -177,6 +178,23 @@ def batch_pager(loader, max_batches: int = 10, ncols: int = 8):
     again.on_click(new_epoch)
     new_epoch()
     return widgets.VBox([widgets.HBox([slider, again]), info, picture])
+
+
+def classify_all(model, loader) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(every image, every label, every predicted class) of ``loader``, in the loader's order.
+
+    The model runs in eval mode without recording a graph; its mode is put back afterwards, also when
+    the forward pass raises. Lesson 04 writes such an evaluation itself; here it only serves the demo.
+    """
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.inference_mode():
+            images, labels = (torch.cat(parts) for parts in zip(*loader))
+            predicted = model(images).argmax(dim=1)
+    finally:
+        model.train(was_training)
+    return images, labels, predicted
 
 
 def write_png_digits(folder: str | Path, images, size: int = 384, seed: int = 0) -> list[Path]:

@@ -135,6 +135,12 @@ def make_loaders(train_ds, val_ds, batch_size, seed=0):
 def make_loaders(train_ds, val_ds, batch_size, seed=0):
     return DataLoader(train_ds, batch_size=batch_size), DataLoader(val_ds, batch_size=batch_size)
 ''',
+        "one generator shared by both loaders (every pass over the validation loader moves the training order)": '''
+def make_loaders(train_ds, val_ds, batch_size, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    return (DataLoader(train_ds, batch_size=batch_size, shuffle=True, generator=generator),
+            DataLoader(val_ds, batch_size=batch_size, generator=generator))
+''',
     },
     "seed_worker": {
         "a constant seed: every worker draws the same NumPy numbers": '''
@@ -367,6 +373,11 @@ class SpiralDataset(Dataset):
 ''',
     },
     "make_loaders": {
+        "a generator for each loader, both seeded with the seed": '''
+def make_loaders(train_ds, val_ds, batch_size, seed=0):
+    return (DataLoader(train_ds, batch_size=batch_size, shuffle=True, generator=torch.Generator().manual_seed(seed)),
+            DataLoader(val_ds, batch_size=batch_size, generator=torch.Generator().manual_seed(seed)))
+''',
         "explicit samplers, the random one with a generator of its own, prints to stdout and stderr": '''
 import sys
 
