@@ -1,5 +1,5 @@
-"""Lesson 07's kernel helpers: the worker-RNG and jitter datasets, the random tape and seed-spread figures, and
-the visible checks of its exercises (repro_checks: invariants and replay, messages included)."""
+"""Lesson 07's kernel helpers: the worker-RNG and jitter datasets (NoisyPoints too), the random tape and seed-spread
+figures, and the visible checks of its exercises (repro_checks: invariants and replay, messages included)."""
 import matplotlib
 
 matplotlib.use("Agg")
@@ -117,15 +117,16 @@ def test_random_tape_initialization_takes_what_the_model_draws(width):
     assert after_model == after_skip
 
 
-def test_random_tape_puts_the_shuffles_on_the_loader_stream_when_decoupled():
+def test_random_tape_puts_the_shuffles_and_the_jitter_on_the_data_stream_when_decoupled():
     coupled = repro.random_tape(4, decoupled=False, n_items=256, batch_size=16)
     decoupled = repro.random_tape(4, decoupled=True, n_items=256, batch_size=16)
-    assert [e["consumer"] for e in coupled] == ["initialization", "shuffle, epoch 1", "dropout masks, epoch 1",
-                                                 "shuffle, epoch 2", "dropout masks, epoch 2"]
+    assert [e["consumer"] for e in coupled] == ["initialization", "shuffle, epoch 1", "jitter, epoch 1",
+                                                 "dropout masks, epoch 1", "shuffle, epoch 2", "jitter, epoch 2",
+                                                 "dropout masks, epoch 2"]
     assert all(e["stream"] == "global" for e in coupled)
-    assert coupled[1]["count"] == 2 and coupled[2]["count"] == 256 * 4
-    assert [e["stream"] for e in decoupled] == ["global", "loader", "global", "loader", "global"]
-    assert decoupled[1]["count"] is None
+    assert coupled[1]["count"] == 2 and coupled[2]["count"] == 256 * 4 and coupled[3]["count"] == 256 * 4
+    assert [e["stream"] for e in decoupled] == ["global", "data", "data", "global", "data", "data", "global"]
+    assert decoupled[1]["count"] is None and decoupled[2]["count"] is None
 
 
 def test_plot_random_tape_draws_one_row_per_stream():
@@ -137,7 +138,7 @@ def test_plot_random_tape_draws_one_row_per_stream():
     assert labels == ["a\n(global stream)", "b\n(global stream)", "b\n(a generator of its own)"]
     texts = [t.get_text() for t in ax.texts]
     assert "initialization\n30 values" in texts and "shuffle, epoch 1\n2 seeds" in texts
-    assert "shuffle, epoch 2\nseed + order" in texts
+    assert "shuffle, epoch 2\nits own numbers" in texts and "jitter, epoch 1\n1,024 values" in texts
     assert ax.get_xlabel() and ax.get_ylabel()
     plt.close(fig)
     with pytest.raises(ValueError):
@@ -214,36 +215,108 @@ def test_check_reproducible_script_names_what_moved_the_run():
         repro_checks.check_reproducible_script(_script(fixed=3))
 
 
-def _decoupled(make_loader, reseed=False):
+def _decoupled(make_loader, reseed=False, jitter="own", returns=3):
+    """coupled_run with the loader make_loader(dataset, batch_size, seed) builds; the jitter drawn in the loop from a
+    generator of its own ("own"), from the global stream ("global"), or by NoisyPoints in the loader ("dataset")."""
     def run(X, y, width, seed, num_epochs=2, batch_size=16):
         torch.manual_seed(seed)
         model = torch.nn.Sequential(torch.nn.Linear(X.shape[1], width), torch.nn.ReLU(), torch.nn.Dropout(0.2),
                                     torch.nn.Linear(width, 2))
-        loader = make_loader(torch.utils.data.TensorDataset(torch.arange(len(X)), X, y), batch_size, seed)
+        noise = torch.Generator().manual_seed(seed + 1)
+        data = (repro.NoisyPoints(X, y) if jitter == "dataset"
+                else torch.utils.data.TensorDataset(torch.arange(len(X)), X, y))
+        loader = make_loader(data, batch_size, seed)
         if reseed:
             torch.manual_seed(seed)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-        batches = []
+        batches, points = [], []
         model.train()
         for _ in range(num_epochs):
             for idx, xb, yb in loader:
+                if jitter in ("own", "global"):
+                    xb = xb + 0.1 * torch.randn(xb.shape, generator=noise if jitter == "own" else None)
                 batches.append(idx.tolist())
+                points.append(xb)
                 optimizer.zero_grad()
                 torch.nn.functional.cross_entropy(model(xb), yb).backward()
                 optimizer.step()
-        return batches, model
+        return (batches, points, model) if returns == 3 else (batches, model)
     return run
 
 
-def test_check_decoupled_run_replays_the_student_s_own_batches():
+def test_check_decoupled_run_replays_the_student_s_own_points():
     repro_checks.check_decoupled_run(_decoupled(_solution_loader))
     repro_checks.check_decoupled_run(_decoupled(lambda d, b, s: _solution_loader(d, b, s + 7)))   # another order
-    with pytest.raises(checks.CheckFailed, match="replayed on the batches you returned"):
+    with pytest.raises(checks.CheckFailed, match="replayed on the points you returned"):
         repro_checks.check_decoupled_run(_decoupled(_sampled))          # the loader draws from the global stream
-    with pytest.raises(checks.CheckFailed, match="replayed on the batches you returned"):
+    with pytest.raises(checks.CheckFailed, match="replayed on the points you returned"):
         repro_checks.check_decoupled_run(_decoupled(_solution_loader, reseed=True))
     with pytest.raises(checks.CheckFailed, match="widths 4 and 16"):
         repro_checks.check_decoupled_run(_decoupled(lambda d, b, s: DataLoader(d, batch_size=b, shuffle=True)))
+
+
+def test_check_decoupled_run_sees_the_jitter_the_loader_s_generator_leaves_on_the_global_stream():
+    """The edition before this one asked for the order alone: its answer, a loader generator (with NoisyPoints
+    now), fails; so do a jitter drawn in the loop from the global stream, no jitter, and a jitter drawn once."""
+    with pytest.raises(checks.CheckFailed, match="expected \\(batches, points, model\\)"):
+        repro_checks.check_decoupled_run(_decoupled(_solution_loader, jitter="dataset", returns=2))
+    for jitter in ("dataset", "global"):
+        with pytest.raises(checks.CheckFailed, match="the batches agree but the jittered points of 6 of the 6"):
+            repro_checks.check_decoupled_run(_decoupled(_solution_loader, jitter=jitter))
+    with pytest.raises(checks.CheckFailed, match="standard deviation 0.000"):
+        repro_checks.check_decoupled_run(_decoupled(_solution_loader, jitter="none"))
+
+    def jittered_once(d, b, s):
+        X = d.tensors[1] + 0.1 * torch.randn(d.tensors[1].shape, generator=torch.Generator().manual_seed(s + 3))
+        return _solution_loader(torch.utils.data.TensorDataset(d.tensors[0], X, d.tensors[2]), b, s)
+    with pytest.raises(checks.CheckFailed, match="48 of the 48 items got the same noise"):
+        repro_checks.check_decoupled_run(_decoupled(jittered_once, jitter="none"))
+
+
+def test_noisy_points_jitters_from_the_global_generator_at_every_fetch():
+    X, y = torch.zeros(5, 3), torch.tensor([0, 1, 0, 1, 1])
+    ds = repro.NoisyPoints(X, y)
+    assert len(ds) == 5
+    torch.manual_seed(2)
+    index, point, label = ds[3]
+    torch.manual_seed(2)
+    assert index == 3 and int(label) == 1 and point.dtype == torch.float32
+    assert torch.equal(point, 0.1 * torch.randn(3))
+    assert not torch.equal(ds[3][1], point)   # a new draw at every fetch
+    with pytest.raises(ValueError):
+        repro.NoisyPoints(X, y[:4])
+
+
+def test_jitter_helpers_see_the_noise_its_repeats_and_other_points():
+    X = torch.arange(12.0).reshape(4, 3)
+    batches = [[0, 1], [2, 3], [3, 2], [1, 0]]
+    noise = torch.full((8, 3), 0.5)
+    noise[4] = 0.25                              # item 3 gets new noise in the second epoch, the others do not
+    points = [X[torch.tensor(b)] + noise[2 * k:2 * k + 2] for k, b in enumerate(batches)]
+    found = repro_checks.jitter_of(X, batches, points)
+    assert torch.allclose(found, noise)
+    assert repro_checks.repeated_jitter(batches, found, 4) == 3
+    assert repro_checks.jitter_of(X, batches, points[:3]) is None
+    assert repro_checks.jitter_of(X, batches, [p.double() for p in points]) is None
+    assert repro_checks.points_differ(points, points) == 0
+    assert repro_checks.points_differ(points, points[:3]) == 1
+    assert repro_checks.points_differ(points, [points[0] + 1, *points[1:]]) == 1
+    model = repro_checks.replay_run(X, torch.tensor([0, 1, 0, 1]), 4, 0, batches, points)
+    assert repro_checks.weight_gap(model, repro_checks.replay_run(X, torch.tensor([0, 1, 0, 1]), 4, 0, batches)) > 0
+
+
+def test_random_tape_jitter_count_is_what_noisy_points_draws():
+    """NoisyPoints's jitter takes one 64-bit value per noise value: skipping that many leaves the global stream
+    where fetching every item leaves it."""
+    tape = repro.random_tape(4, decoupled=False, n_items=16, num_epochs=1)
+    ds = repro.NoisyPoints(torch.zeros(16, 4), torch.zeros(16))
+    torch.manual_seed(0)
+    for i in range(16):
+        ds[i]
+    after_real = torch.rand(3)
+    torch.manual_seed(0)
+    torch.empty(tape[2]["count"], dtype=torch.int64).random_()
+    assert torch.equal(torch.rand(3), after_real)
 
 
 def test_replay_run_reproduces_a_run_and_weight_gap_sees_a_change():
@@ -292,7 +365,7 @@ def test_random_tape_dropout_and_shuffle_counts_are_what_the_generator_gives():
     """Dropout takes one 64-bit value per element, a plain loader's shuffle two 64-bit seeds: skipping that many
     leaves the global stream where the real consumers leave it."""
     tape = repro.random_tape(4, decoupled=False, n_items=16, batch_size=16, num_epochs=1)
-    shuffle, masks = tape[1]["count"], tape[2]["count"]
+    shuffle, masks = tape[1]["count"], tape[3]["count"]
     dropout = torch.nn.Dropout(0.2)
     torch.manual_seed(0)
     next(iter(DataLoader(torch.arange(16), batch_size=16, shuffle=True)))

@@ -17,8 +17,8 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, get_worker_info
 
-__all__ = ["WorkerDraws", "worker_draws", "JitterDataset", "distinct_worker_seeds", "random_tape", "plot_random_tape",
-           "plot_seed_spread"]
+__all__ = ["WorkerDraws", "worker_draws", "JitterDataset", "NoisyPoints", "distinct_worker_seeds", "random_tape",
+           "plot_random_tape", "plot_seed_spread"]
 
 
 class WorkerDraws(Dataset):
@@ -126,6 +126,23 @@ class JitterDataset(Dataset):
         return i, (self.X[i] + strength * torch.from_numpy(noise)).float(), self.y[i]
 
 
+class NoisyPoints(Dataset):
+    """Item ``i`` is ``(i, X[i] + noise, y[i])``: Gaussian noise of standard deviation ``scale``, drawn anew at every
+    fetch with ``torch.randn`` from torch's global generator (in whichever process fetches the item), as an
+    augmentation would. Lesson 07's ``coupled_run`` trains on it."""
+
+    def __init__(self, X: torch.Tensor, y: torch.Tensor, scale: float = 0.1):
+        if len(X) != len(y):
+            raise ValueError(f"X has {len(X)} rows but y has {len(y)}")
+        self.X, self.y, self.scale = X, y, scale
+
+    def __len__(self) -> int:
+        return len(self.X)
+
+    def __getitem__(self, i: int):
+        return i, self.X[i] + self.scale * torch.randn(self.X.shape[1:]), self.y[i]
+
+
 def distinct_worker_seeds(worker_id: int) -> None:
     """A ``worker_init_fn`` from a script in the wild: it gives each worker NumPy and ``random`` streams of their own
     by seeding them from the worker's process id (lesson 07's script to repair starts its loader with it)."""
@@ -139,28 +156,29 @@ def distinct_worker_seeds(worker_id: int) -> None:
 
 def random_tape(width: int, *, decoupled: bool, in_features: int = 4, n_items: int = 256, batch_size: int = 16,
                 num_epochs: int = 2) -> list[dict]:
-    """What a run of lesson 07's ``coupled_run`` (or its decoupled version) draws, in program order.
+    """What a run of lesson 07's ``coupled_run`` (or a decoupled version of it) draws, in program order.
 
     Each entry is ``{"stream", "consumer", "count"}``: ``stream`` is ``"global"`` (torch's global generator) or
-    ``"loader"`` (the loader's own generator); ``count`` is how many values the consumer takes (building the
-    model: one per parameter; dropout: one 64-bit value per element of each hidden activation in training; a
-    shuffle without ``generator=``: two 64-bit seeds, one for the workers and one for a fresh generator that then
-    draws the order; with ``generator=g``: the workers' seed and the order itself come from ``g``, ``count`` is
-    then ``None``). tests/unit/test_repro.py checks the counts against the generator itself.
+    ``"data"`` (a generator of the data's own); ``count`` is how many 64-bit values the consumer takes (building the
+    model: one per parameter; a shuffle without ``generator=``: two seeds, one for the workers and one for a fresh
+    generator that then draws the order; ``NoisyPoints``'s jitter: one per noise value, ``in_features`` per item;
+    dropout: one per element of each hidden activation in training). Jitter and masks alternate batch by batch; a
+    tape gives each epoch's in one block. On the data's own generator ``count`` is ``None``: how much it takes
+    does not move the global stream. tests/unit/test_repro.py checks the global counts against the generator.
     """
     tape = [{"stream": "global", "consumer": "initialization",
              "count": in_features * width + width + width * 2 + 2}]
+    stream = "data" if decoupled else "global"
     for epoch in range(1, num_epochs + 1):
-        if decoupled:
-            tape.append({"stream": "loader", "consumer": f"shuffle, epoch {epoch}", "count": None})
-        else:
-            tape.append({"stream": "global", "consumer": f"shuffle, epoch {epoch}", "count": 2})
-        tape.append({"stream": "global", "consumer": f"dropout masks, epoch {epoch}",
-                     "count": n_items * width})
+        tape.append({"stream": stream, "consumer": f"shuffle, epoch {epoch}", "count": None if decoupled else 2})
+        tape.append({"stream": stream, "consumer": f"jitter, epoch {epoch}",
+                     "count": None if decoupled else n_items * in_features})
+        tape.append({"stream": "global", "consumer": f"dropout masks, epoch {epoch}", "count": n_items * width})
     return tape
 
 
-_TAPE_COLOURS = {"initialization": "tab:blue", "shuffle": "tab:orange", "dropout masks": "tab:green"}
+_TAPE_COLOURS = {"initialization": "tab:blue", "shuffle": "tab:orange", "jitter": "tab:purple",
+                 "dropout masks": "tab:green"}
 
 
 def plot_random_tape(runs: Mapping[str, Sequence[dict]], ax=None, *, title: str | None = None):
@@ -168,7 +186,7 @@ def plot_random_tape(runs: Mapping[str, Sequence[dict]], ax=None, *, title: str 
 
     ``runs`` maps a run's label to its :func:`random_tape`. A block's length grows with the logarithm of the
     number of values it takes (a shuffle's two seeds would not show next to thousands of dropout values); the
-    count is written on it. A run with a loader of its own gets a second row for that generator. Each row
+    count is written on it. A run whose data has a generator of its own gets a second row for it. Each row
     starts at its generator's seed: blocks above one another read the same stretch of their streams.
     """
     import math
@@ -181,8 +199,8 @@ def plot_random_tape(runs: Mapping[str, Sequence[dict]], ax=None, *, title: str 
     rows = []
     for label, tape in runs.items():
         rows.append((f"{label}\n(global stream)", list(tape), "global"))
-        if any(e["stream"] == "loader" for e in tape):
-            rows.append((f"{label}\n(a generator of its own)", list(tape), "loader"))
+        if any(e["stream"] == "data" for e in tape):
+            rows.append((f"{label}\n(a generator of its own)", list(tape), "data"))
     if ax is None:
         _, ax = plt.subplots(figsize=(11, 0.9 + 0.75 * len(rows)))
     for y, (_, tape, stream) in enumerate(rows):
@@ -194,7 +212,7 @@ def plot_random_tape(runs: Mapping[str, Sequence[dict]], ax=None, *, title: str 
             kind = next(k for k in _TAPE_COLOURS if entry["consumer"].startswith(k))
             ax.barh(-y, length, left=x, height=0.6, color=_TAPE_COLOURS[kind], edgecolor="white")
             if entry["count"] is None:
-                count = "seed + order"
+                count = "its own numbers"
             elif kind == "shuffle":
                 count = f"{entry['count']} seeds"
             else:
@@ -207,7 +225,7 @@ def plot_random_tape(runs: Mapping[str, Sequence[dict]], ax=None, *, title: str 
     ax.set_xlabel("position in the generator's stream, from its seed on (block length grows with the log of the count)")
     ax.set_ylabel("run and generator")
     ax.legend(handles=[Patch(color=c, label=k) for k, c in _TAPE_COLOURS.items()], loc="upper right", fontsize=8,
-              bbox_to_anchor=(1.0, 1.25), ncol=3)
+              bbox_to_anchor=(1.0, 1.25), ncol=4)
     if title:
         ax.set_title(title, loc="left")
     return ax

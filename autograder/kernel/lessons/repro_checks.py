@@ -1,8 +1,9 @@
 """Visible checks of lesson 07's exercises, graded by invariants and by replay.
 
 Each check observes behaviour the student can reason about: reruns after each global generator is scrambled
-on its own, the data order against the width and against earlier global draws, each epoch a new permutation,
-the workers' streams, and a replay of the student's own batches through ``coupled_run``'s training. None of
+on its own, the data order and the jitter against the width and against earlier global draws, each epoch a new
+permutation with new jitter, the workers' streams, and a replay of the student's own points through ``coupled_run``'s
+training. None of
 them compares with one reference order or one generator state, so any right way to decouple keeps its points.
 The hidden tests of the lesson observe the same invariants as numbers (counts, differences).
 """
@@ -17,7 +18,8 @@ from torch import nn
 
 from autograder.kernel import checks
 
-__all__ = ["SCRAMBLERS", "scramble_all", "epochs_of", "epoch_faults", "replay_run", "weight_gap",
+__all__ = ["SCRAMBLERS", "scramble_all", "epochs_of", "epoch_faults", "replay_run", "jitter_of",
+           "repeated_jitter", "points_differ", "weight_gap",
            "check_reproducible_script", "check_decoupled_run", "check_compare_recipes"]
 
 
@@ -57,20 +59,51 @@ def epoch_faults(epochs: list[list[int]], n_items: int) -> tuple[int, int]:
     return not_perm, repeats
 
 
-def replay_run(X, y, width: int, seed: int, batches) -> nn.Module:
+def replay_run(X, y, width: int, seed: int, batches, points=None) -> nn.Module:
     """``coupled_run``'s training on the given batches, in order: seed, build the model, one SGD step per batch.
 
+    ``points[k]`` (the jittered points of batch ``k``) are the inputs when given, else ``X`` at the batch's items.
     Nothing but the initialization and the dropout masks draws from torch's global stream here."""
     torch.manual_seed(seed)
     model = nn.Sequential(nn.Linear(X.shape[1], width), nn.ReLU(), nn.Dropout(0.2), nn.Linear(width, 2))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     model.train()
-    for idx in batches:
+    for k, idx in enumerate(batches):
         idx = torch.as_tensor(idx, dtype=torch.long)
+        inputs = X[idx] if points is None else points[k]
         optimizer.zero_grad()
-        nn.functional.cross_entropy(model(X[idx]), y[idx]).backward()
+        nn.functional.cross_entropy(model(inputs), y[idx]).backward()
         optimizer.step()
     return model
+
+
+def jitter_of(X, batches, points):
+    """The noise of every visit, one row per item visited, in training order (None when the points do not fit the
+    batches: one float32 tensor per batch, with one row per item and X's columns)."""
+    fits = (isinstance(points, list) and len(points) == len(batches) and all(
+        isinstance(p, torch.Tensor) and p.dtype == torch.float32 and tuple(p.shape) == (len(b), *X.shape[1:])
+        for b, p in zip(batches, points)))
+    if not fits or not batches:
+        return None
+    return torch.cat([p.detach() - X[torch.as_tensor(b, dtype=torch.long)] for b, p in zip(batches, points)])
+
+
+def repeated_jitter(batches, noise, n_items: int) -> int:
+    """Visits whose noise equals the same item's noise in the epoch before (the batches hold whole epochs)."""
+    seen, repeats = {}, 0
+    for k, i in enumerate(i for b in batches for i in b):
+        epoch = k // n_items
+        if (i, epoch - 1) in seen and torch.equal(seen[(i, epoch - 1)], noise[k]):
+            repeats += 1
+        seen[(i, epoch)] = noise[k]
+    return repeats
+
+
+def points_differ(first, second) -> int:
+    """How many batches' points differ between two runs (a batch one run lacks counts as differing)."""
+    same = sum(isinstance(p, torch.Tensor) and isinstance(q, torch.Tensor) and p.shape == q.shape and torch.equal(p, q)
+               for p, q in zip(first, second))
+    return max(len(first), len(second)) - same
 
 
 def weight_gap(model, other) -> float:
@@ -164,53 +197,79 @@ def _decoupled_data():
 
 def _run_decoupled(decoupled_run: Callable, X, y, width: int, seed: int = 0):
     out = checks.call(decoupled_run, X, y, width, seed)
-    checks.expect(isinstance(out, tuple) and len(out) == 2,
-                  f"decoupled_run returned {checks.describe(out)}; expected a pair (batches, model).")
-    batches, model = out
+    checks.expect(isinstance(out, tuple) and len(out) == 3,
+                  f"decoupled_run returned {checks.describe(out)}; expected (batches, points, model), as coupled_run "
+                  "does.")
+    batches, points, model = out
     checks.check_type(model, nn.Module, "the model decoupled_run returned", hint="return the trained model.")
     checks.expect(isinstance(batches, list) and len(batches) == 6
                   and all(isinstance(b, list) and all(type(i) is int for i in b) for b in batches),
                   "for 48 items, batch_size 16 and 2 epochs, batches should be a list of 6 lists of Python ints "
                   f"(one list per batch trained on); got {checks.describe(batches)}.")
-    epochs = [sum(batches[k:k + 3], []) for k in (0, 3)]
-    not_perm, repeats = epoch_faults(epochs, 48)
+    noise = jitter_of(X, batches, points)
+    checks.expect(noise is not None, "points should hold, for each batch, the float32 tensor of the points trained "
+                  f"on, one row per item of the batch (here 16 rows of 4); got {checks.describe(points)}.")
+    not_perm, repeats = epoch_faults([sum(batches[k:k + 3], []) for k in (0, 3)], 48)
     checks.expect(not_perm == 0, "an epoch's batches do not visit each of the 48 items exactly once.")
     checks.expect(repeats == 0, "the second epoch repeated the first one's order: each epoch is a new permutation.")
-    return batches, model
+    std = float(noise.double().std())
+    checks.expect(0.08 <= std <= 0.12, "the points you returned differ from X at the items of their batches by noise "
+                  f"of standard deviation {std:.3f}; coupled_run jitters every point with Gaussian noise of standard "
+                  "deviation 0.1 (0 means no jitter at all; row k of points[j] is item batches[j][k]).")
+    again = repeated_jitter(batches, noise, 48)
+    checks.expect(again == 0, f"{again} of the 48 items got the same noise in the second epoch as in the first: "
+                  "coupled_run jitters each point anew at every visit.")
+    return batches, points, model
 
 
-def check_decoupled_run(decoupled_run: Callable) -> None:
-    """Visible checks of exercise 2: the batches against the width and earlier draws, then a replay."""
-    X, y = _decoupled_data()
+def _check_data_side(decoupled_run: Callable, X, y):
+    """The batches and the jitter against the width and against earlier global draws; returns both widths' runs."""
     scramble_all(1)
-    narrow, narrow_model = _run_decoupled(decoupled_run, X, y, 4)
+    narrow = _run_decoupled(decoupled_run, X, y, 4)
     scramble_all(2)
-    wide, wide_model = _run_decoupled(decoupled_run, X, y, 16)
-    checks.expect(narrow[:3] == wide[:3],
+    wide = _run_decoupled(decoupled_run, X, y, 16)
+    checks.expect(narrow[0][:3] == wide[0][:3],
                   "with widths 4 and 16 (seed 0) the first epoch's batches differ: the data order depends on how "
                   "many numbers building the model drew, so the shuffle reads a stream that the initialization has "
                   "just used, and a wider model uses more of it.")
-    checks.expect(narrow[3:] == wide[3:],
+    checks.expect(narrow[0][3:] == wide[0][3:],
                   "with widths 4 and 16 (seed 0) the first epoch agrees but the second does not: the second epoch's "
                   "shuffle still reads a stream that the first epoch's dropout masks, whose size depends on the "
                   "width, have moved in between.")
+    differ = points_differ(narrow[1], wide[1])
+    checks.expect(differ == 0, f"with widths 4 and 16 (seed 0) the batches agree but the jittered points of {differ} "
+                  "of the 6 batches differ: the jitter reads a stream that the initialization or the dropout masks, "
+                  "whose sizes depend on the width, have moved.")
     scramble_all(3)
-    again, again_model = _run_decoupled(decoupled_run, X, y, 4)
-    checks.expect(again == narrow, "the same arguments gave other batches the second time, after something else "
-                  "had drawn from the global generators: the data order depends on what ran before the call.")
-    gap = weight_gap(again_model, narrow_model)
+    again = _run_decoupled(decoupled_run, X, y, 4)
+    checks.expect(again[0] == narrow[0], "the same arguments gave other batches the second time, after something "
+                  "else had drawn from the global generators: the data order depends on what ran before the call.")
+    checks.expect(points_differ(again[1], narrow[1]) == 0, "the same arguments gave the same batches but other "
+                  "jittered points the second time, after something else had drawn from the global generators: the "
+                  "jitter depends on what ran before the call.")
+    gap = weight_gap(again[2], narrow[2])
     checks.expect(gap == 0.0, f"the same arguments, after other global states, gave other final weights (largest "
                   f"difference {gap:.3g}): the model's numbers depend on what ran before the call.")
-    for label, batches, model, width in (("4", narrow, narrow_model, 4), ("16", wide, wide_model, 16)):
-        gap = weight_gap(model, replay_run(X, y, width, 0, batches))
+    return narrow, wide
+
+
+def check_decoupled_run(decoupled_run: Callable) -> None:
+    """Visible checks of exercise 2: the batches and the jitter against the width and earlier draws, the jitter
+    itself, then a replay of the student's own points through coupled_run's training."""
+    X, y = _decoupled_data()
+    runs = _check_data_side(decoupled_run, X, y)
+    for (batches, points, model), width in zip(runs, (4, 16)):
+        gap = weight_gap(model, replay_run(X, y, width, 0, batches, points))
         checks.expect(gap <= 1e-6,
-                      f"coupled_run's training replayed on the batches you returned (width {label}, seed 0: seed, "
-                      f"build the model, one step per batch) ends with other weights than yours (largest difference "
-                      f"{gap:.3g}): your run is not coupled_run's training on those batches. Either something "
-                      "besides the initialization and the dropout masks drew from torch's global stream during "
-                      "your run, or it was seeded at another moment, or the model, optimizer, mode or steps differ.")
-    other, _ = _run_decoupled(decoupled_run, X, y, 4, seed=1)
-    checks.expect(other != narrow, "seeds 0 and 1 trained on the same batches: the seed must pick the data order "
+                      f"coupled_run's training replayed on the points you returned (width {width}, seed 0: seed, "
+                      "build the model, one step per batch on your points) ends with other weights than yours "
+                      f"(largest difference {gap:.3g}): your run is not coupled_run's training on those points. "
+                      "Either something besides the initialization and the dropout masks drew from torch's global "
+                      "stream during your run, or it was seeded at another moment, or the model, optimizer, mode or "
+                      "steps differ.")
+    other = _run_decoupled(decoupled_run, X, y, 4, seed=1)
+    checks.expect(other[0] != runs[0][0] and points_differ(other[1], runs[0][1]) > 0, "seeds 0 and 1 trained on "
+                  "the same batches or the same jittered points: the seed must pick the data order and the jitter "
                   "too, or five seeds would vary the model only.")
     torch.manual_seed(0)
 

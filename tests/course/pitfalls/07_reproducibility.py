@@ -7,24 +7,37 @@ be rejected by a value observation, not only by a boolean.
 """
 from coursekit import FORGED_OBSERVE
 
-# decoupled_run's recipe, shared by the answers below: `{seed_line}`, `{model}`, `{loader}`, `{train}` vary.
+# decoupled_run's recipe, shared by the answers below: the lines before the training loop vary (`body`), and so do
+# the jitter line inside it (`jitter`) and the loop itself (`train`).
 _MODEL = "nn.Sequential(nn.Linear(X.shape[1], width), nn.ReLU(), nn.Dropout(0.2), nn.Linear(width, 2))"
 _DATA = "TensorDataset(torch.arange(len(X)), X, y)"
+_OWN = "torch.Generator().manual_seed(seed)"
+_NOISE = "    noise = torch.Generator().manual_seed(seed + 1)\n"
+_JITTER = "            xb = xb + 0.1 * torch.randn(xb.shape, generator=noise)\n"
 _TRAIN = '''    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    batches = []
+    batches, points = [], []
     model.train()
     for epoch in range(num_epochs):
         for idx, xb, yb in loader:
-            batches.append(idx.tolist())
+{jitter}            batches.append(idx.tolist())
+            points.append(xb)
             optimizer.zero_grad()
             nn.functional.cross_entropy(model(xb), yb).backward()
             optimizer.step()
-    return batches, model
+    return batches, points, model
 '''
 
 
-def _run(body: str, train: str = _TRAIN) -> str:
-    return ("\ndef decoupled_run(X, y, width, seed, num_epochs=2, batch_size=16):\n" + body + train)
+def _run(body: str, jitter: str = _JITTER, train: str = _TRAIN) -> str:
+    return ("\ndef decoupled_run(X, y, width, seed, num_epochs=2, batch_size=16):\n" + body
+            + train.format(jitter=jitter))
+
+
+def _seeded(loader: str = f"DataLoader({_DATA}, batch_size=batch_size, shuffle=True, generator={_OWN})",
+            before: str = "    torch.manual_seed(seed)\n    model = " + _MODEL + "\n", after: str = "") -> str:
+    """The lines before the loop: seed, model, a jitter generator of its own, the loader (and what comes after)."""
+    return before + _NOISE + f"    loader = {loader}\n" + after
+
 
 # Exercise 1 repairs jitter_script: `{seed}` (the seeding before the model), `{after_model}` (after it), `{workers}`
 # (the loader's worker arguments) and `{dataset}` vary; the training loop is jitter_script's.
@@ -90,36 +103,25 @@ PITFALLS = {
             dataset="TensorDataset(torch.arange(len(X)), X, y)"),
     },
     "decoupled_run": {
-        "coupled_run unchanged: the loader shuffles from the global stream, after the initialization": _run(f'''
-    torch.manual_seed(seed)
-    model = {_MODEL}
-    loader = DataLoader({_DATA}, batch_size=batch_size, shuffle=True)
-'''),
-        "generator=torch.manual_seed(seed): the global stream seeded again for the loader": _run(f'''
-    torch.manual_seed(seed)
-    model = {_MODEL}
-    loader = DataLoader({_DATA}, batch_size=batch_size, shuffle=True, generator=torch.manual_seed(seed))
-'''),
-        "the model is built before torch.manual_seed(seed)": _run(f'''
-    model = {_MODEL}
-    torch.manual_seed(seed)
-    loader = DataLoader({_DATA}, batch_size=batch_size, shuffle=True, generator=torch.Generator().manual_seed(seed))
-'''),
-        "a seeded RandomSampler instead of a seeded loader": '''
-from torch.utils.data import RandomSampler
-''' + _run(f'''
-    torch.manual_seed(seed)
-    model = {_MODEL}
-    data = {_DATA}
-    sampler = RandomSampler(data, generator=torch.Generator().manual_seed(seed))
-    loader = DataLoader(data, batch_size=batch_size, sampler=sampler)
-'''),
-        "seeds the global stream again after building the model: the dropout masks move": _run(f'''
-    torch.manual_seed(seed)
-    model = {_MODEL}
-    loader = DataLoader({_DATA}, batch_size=batch_size, shuffle=True, generator=torch.Generator().manual_seed(seed))
-    torch.manual_seed(seed)
-'''),
+        "coupled_run unchanged: the loader shuffles from the global stream, after the initialization": _run(
+            _seeded("DataLoader(NoisyPoints(X, y), batch_size=batch_size, shuffle=True)"), jitter=""),
+        "generator=torch.manual_seed(seed): the global stream seeded again for the loader": _run(_seeded(
+            f"DataLoader({_DATA}, batch_size=batch_size, shuffle=True, generator=torch.manual_seed(seed))")),
+        "the model is built before torch.manual_seed(seed)": _run(_seeded(
+            before=f"    model = {_MODEL}\n    torch.manual_seed(seed)\n")),
+        "a seeded RandomSampler instead of a seeded loader": _run(_seeded(
+            f"DataLoader({_DATA}, batch_size=batch_size,\n"
+            f"                        sampler=torch.utils.data.RandomSampler(range(len(X)), generator={_OWN}))")),
+        "seeds the global stream again after building the model: the dropout masks move": _run(_seeded(
+            after="    torch.manual_seed(seed)\n")),
+        "generator= on the loader only: NoisyPoints still jitters from the global stream": _run(_seeded(
+            f"DataLoader(NoisyPoints(X, y), batch_size=batch_size, shuffle=True, generator={_OWN})"), jitter=""),
+        "the jitter drawn in the loop from the global stream": _run(
+            _seeded(), jitter="            xb = xb + 0.1 * torch.randn(xb.shape)\n"),
+        "the jitter drawn once, before training: each item keeps its noise in every epoch": _run(_seeded(
+            "DataLoader(TensorDataset(torch.arange(len(X)), X + 0.1 * torch.randn(X.shape, generator=noise), y),\n"
+            f"                        batch_size=batch_size, shuffle=True, generator={_OWN})"), jitter=""),
+        "the jitter dropped: the points trained on as they are": _run(_seeded(), jitter=""),
     },
     "compare_recipes": {
         "every run on one data set: the data seed fixed": _compare(pairs="seed, 0"),
@@ -151,12 +153,8 @@ HIDDEN_ONLY = {
         "ignores num_epochs: always two epochs": _script().replace("range(num_epochs)", "range(2)"),
     },
     "decoupled_run": {
-        "ignores num_epochs and batch_size (always coupled_run's defaults)": _run(f'''
-    num_epochs, batch_size = 2, 16
-    torch.manual_seed(seed)
-    model = {_MODEL}
-    loader = DataLoader({_DATA}, batch_size=batch_size, shuffle=True, generator=torch.Generator().manual_seed(seed))
-'''),
+        "ignores num_epochs and batch_size (always coupled_run's defaults)": _run(
+            "    num_epochs, batch_size = 2, 16\n" + _seeded()),
     },
 }
 
@@ -177,49 +175,36 @@ PLAUSIBLE = {
                                                                                "shuffle=True, drop_last=True"),
     },
     "decoupled_run": {
-        "records the batches in a first pass over the loader, then trains on later passes": _run(f'''
-    torch.manual_seed(seed)
-    model = {_MODEL}
-    loader = DataLoader({_DATA}, batch_size=batch_size, shuffle=True, generator=torch.Generator().manual_seed(seed))
-''', '''    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    batches = [idx.tolist() for _ in range(num_epochs) for idx, _, _ in loader]
+        "records the batches in a first pass over the loader, then trains on later passes": _run(_seeded(), train='''\
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    batches, points = [], []
+    for _ in range(num_epochs):
+        for idx, xb, _ in loader:
+            batches.append(idx.tolist())
+            points.append(xb + 0.1 * torch.randn(xb.shape, generator=noise))
     model.train()
     for epoch in range(num_epochs):
         for idx, xb, yb in loader:
-            optimizer.zero_grad()
+{jitter}            optimizer.zero_grad()
             nn.functional.cross_entropy(model(xb), yb).backward()
             optimizer.step()
-    return batches, model
+    return batches, points, model
 '''),
-        "trains in eval mode, so that no dropout mask can depend on the width": _run(f'''
-    torch.manual_seed(seed)
-    model = {_MODEL}
-    loader = DataLoader({_DATA}, batch_size=batch_size, shuffle=True, generator=torch.Generator().manual_seed(seed))
-''', _TRAIN.replace("model.train()", "model.eval()")),
-        "seeds the loader's generator with a number drawn from the global stream": _run(f'''
-    torch.manual_seed(seed)
-    model = {_MODEL}
-    data_seed = int(torch.randint(2**31, ()))
-    loader = DataLoader({_DATA}, batch_size=batch_size, shuffle=True,
-                        generator=torch.Generator().manual_seed(data_seed))
-'''),
-        "one permutation drawn once, the same order every epoch": _run(f'''
-    torch.manual_seed(seed)
-    model = {_MODEL}
-    order = torch.randperm(len(X), generator=torch.Generator().manual_seed(seed)).tolist()
-    loader = DataLoader(torch.utils.data.Subset({_DATA}, order), batch_size=batch_size)
-'''),
-        "returns each batch's indices as a tensor": _run(f'''
-    torch.manual_seed(seed)
-    model = {_MODEL}
-    loader = DataLoader({_DATA}, batch_size=batch_size, shuffle=True, generator=torch.Generator().manual_seed(seed))
-''', _TRAIN.replace("batches.append(idx.tolist())", "batches.append(idx)")),
-        "a sanity-check forward pass before training (an extra draw of dropout masks)": _run(f'''
-    torch.manual_seed(seed)
-    model = {_MODEL}
-    loader = DataLoader({_DATA}, batch_size=batch_size, shuffle=True, generator=torch.Generator().manual_seed(seed))
-    assert model(X[:2]).shape == (2, 2)
-'''),
+        "trains in eval mode, so that no dropout mask can depend on the width": _run(
+            _seeded(), train=_TRAIN.replace("model.train()", "model.eval()")),
+        "seeds the loader's generator with a number drawn from the global stream": _run(_seeded(
+            f"DataLoader({_DATA}, batch_size=batch_size, shuffle=True,\n"
+            "                        generator=torch.Generator().manual_seed(int(torch.randint(2**31, ()))))")),
+        "one permutation drawn once, the same order every epoch": _run(_seeded(
+            f"DataLoader(torch.utils.data.Subset({_DATA}, torch.randperm(len(X), generator={_OWN}).tolist()),\n"
+            "                        batch_size=batch_size)")),
+        "returns each batch's indices as a tensor": _run(
+            _seeded(), train=_TRAIN.replace("batches.append(idx.tolist())", "batches.append(idx)")),
+        "returns the points before the jitter": _run(_seeded(), train=_TRAIN.replace(
+            "{jitter}            batches.append(idx.tolist())\n            points.append(xb)\n",
+            "            batches.append(idx.tolist())\n            points.append(xb)\n{jitter}")),
+        "a sanity-check forward pass before training (an extra draw of dropout masks)": _run(_seeded(
+            after="    assert model(X[:2]).shape == (2, 2)\n")),
     },
     "compare_recipes": {
         "no ValueError for a single seed": _compare(check=""),
@@ -253,47 +238,92 @@ def seed_from_torch(worker_id):
             "    np.random.seed(seed)\n    random.seed(seed)\n    torch.manual_seed(int(np.random.randint(2**31)))\n")),
     },
     "decoupled_run": {
-        "a seeded loader built before the seed, CrossEntropyLoss, prints to stdout and stderr": '''
+        "one generator for order and jitter, the loader built before the seed, CrossEntropyLoss, prints": '''
 import sys
 
 
 def decoupled_run(X, y, width, seed, num_epochs=2, batch_size=16):
-    loader = DataLoader(TensorDataset(torch.arange(len(X)), X, y), batch_size, True,
-                        generator=torch.Generator().manual_seed(seed))
+    data_gen = torch.Generator().manual_seed(seed)
+    loader = DataLoader(TensorDataset(torch.arange(len(X)), X, y), batch_size, True, generator=data_gen)
     torch.manual_seed(seed)
     model = nn.Sequential(nn.Linear(X.shape[1], width), nn.ReLU(), nn.Dropout(0.2), nn.Linear(width, 2))
     loss_fn = nn.CrossEntropyLoss()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    batches = []
+    batches, points = [], []
     model.train()
     for epoch in range(num_epochs):
         for step, (idx, xb, yb) in enumerate(loader):
+            xb = torch.randn(xb.shape, generator=data_gen) * 0.1 + xb
             optimizer.zero_grad(set_to_none=True)
             loss = loss_fn(model(xb), yb)
             loss.backward()
             optimizer.step()
             batches.append([int(i) for i in idx])
+            points.append(xb.detach())
         print(f"epoch {epoch}: last loss {loss.item():.4f}")
         print(f"debug: {step + 1} batches", file=sys.stderr)
-    return batches, model
+    return batches, points, model
 ''',
-        "each epoch's permutation drawn from a private np.random.default_rng, batches sliced by hand": '''
+        "order and jitter from a private np.random.default_rng, batches sliced by hand": '''
 def decoupled_run(X, y, width, seed, num_epochs=2, batch_size=16):
     rng = np.random.default_rng(seed)
     torch.manual_seed(seed)
     model = nn.Sequential(nn.Linear(X.shape[1], width), nn.ReLU(), nn.Dropout(0.2), nn.Linear(width, 2))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     model.train()
-    batches = []
+    batches, points = [], []
     for epoch in range(num_epochs):
         order = rng.permutation(len(X))
         for start in range(0, len(X), batch_size):
             idx = [int(i) for i in order[start:start + batch_size]]
+            xb = X[idx] + torch.from_numpy(rng.normal(0.0, 0.1, (len(idx), X.shape[1]))).float()
             optimizer.zero_grad()
-            nn.functional.cross_entropy(model(X[idx]), y[idx]).backward()
+            nn.functional.cross_entropy(model(xb), y[idx]).backward()
             optimizer.step()
             batches.append(idx)
-    return batches, model
+            points.append(xb)
+    return batches, points, model
+''',
+        "a dataset of its own whose items jitter from a generator it holds": '''
+class OwnNoise(torch.utils.data.Dataset):
+    def __init__(self, X, y, seed):
+        self.X, self.y, self.gen = X, y, torch.Generator().manual_seed(seed)
+
+    def __len__(self):
+        return len(self.X)
+
+    def __getitem__(self, i):
+        return i, self.X[i] + 0.1 * torch.randn(self.X.shape[1:], generator=self.gen), self.y[i]
+
+''' + _run(f"""    torch.manual_seed(seed)
+    model = {_MODEL}
+    loader = DataLoader(OwnNoise(X, y, seed + 5), batch_size=batch_size, shuffle=True, generator={_OWN})
+""", jitter=""),
+        "NoisyPoints kept: each batch fetched inside torch.random.fork_rng, the global stream seeded per step": '''
+def decoupled_run(X, y, width, seed, num_epochs=2, batch_size=16):
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(X.shape[1], width), nn.ReLU(), nn.Dropout(0.2), nn.Linear(width, 2))
+    loader = DataLoader(NoisyPoints(X, y), batch_size=batch_size, shuffle=True,
+                        generator=torch.Generator().manual_seed(seed))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    batches, points, step = [], [], 0
+    model.train()
+    for epoch in range(num_epochs):
+        fetch = iter(loader)
+        while True:
+            with torch.random.fork_rng():
+                torch.manual_seed(seed * 100_003 + step)
+                batch = next(fetch, None)
+            if batch is None:
+                break
+            idx, xb, yb = batch
+            step += 1
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(model(xb), yb).backward()
+            optimizer.step()
+            batches.append(idx.tolist())
+            points.append(xb)
+    return batches, points, model
 ''',
     },
     "compare_recipes": {
@@ -322,21 +352,21 @@ def compare_recipes(train_a, train_b, seeds):
 
 FORGERIES = {
     "decoupled_run": {
-        "trains on the global stream's order and reports the batches of a separately seeded loader": _run(f'''
-    torch.manual_seed(seed)
-    model = {_MODEL}
-    loader = DataLoader({_DATA}, batch_size=batch_size, shuffle=True)
-    shown = DataLoader({_DATA}, batch_size=batch_size, shuffle=True, generator=torch.Generator().manual_seed(seed))
-''', '''    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        "trains on the global stream's order and reports the batches of a separately seeded loader": _run(_seeded(
+            after=f"    shown = DataLoader({_DATA}, batch_size=batch_size, shuffle=True, generator={_OWN})\n"),
+            train='''\
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    loader = DataLoader(NoisyPoints(X, y), batch_size=batch_size, shuffle=True)
     batches = [idx.tolist() for _ in range(num_epochs) for idx, _, _ in shown]
+    points = [X[idx] + 0.1 * torch.randn(len(idx), X.shape[1], generator=noise) for idx in batches]
     model.train()
     for epoch in range(num_epochs):
         for idx, xb, yb in loader:
-            optimizer.zero_grad()
+{jitter}            optimizer.zero_grad()
             nn.functional.cross_entropy(model(xb), yb).backward()
             optimizer.step()
-    return batches, model
-'''),
+    return batches, points, model
+''', jitter=""),
     },
     "reproducible_script": {
         "seeds torch only; observe patched: booleans come out True": FORGED_OBSERVE + _script(
@@ -357,10 +387,10 @@ RULES = {
             "drops the jitter: the points as they are, so nothing random happens to them"],
     },
     "decoupled_run": {
-        "batches independent of the model": PITFALLS["decoupled_run"][
-            "coupled_run unchanged: the loader shuffles from the global stream, after the initialization"],
-        "each epoch a new permutation":
-            PLAUSIBLE["decoupled_run"]["one permutation drawn once, the same order every epoch"],
+        "the data side independent of the model": PITFALLS["decoupled_run"][
+            "generator= on the loader only: NoisyPoints still jitters from the global stream"],
+        "the same data treatment": PITFALLS["decoupled_run"][
+            "the jitter drawn once, before training: each item keeps its noise in every epoch"],
         "a replay gives your weights": PITFALLS["decoupled_run"][
             "seeds the global stream again after building the model: the dropout masks move"],
         "what you return": PLAUSIBLE["decoupled_run"]["returns each batch's indices as a tensor"],
