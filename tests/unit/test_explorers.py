@@ -4,6 +4,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+import copy  # noqa: E402
 import io  # noqa: E402
 import types  # noqa: E402
 from unittest import mock  # noqa: E402
@@ -183,13 +184,38 @@ def test_visible_checks_pass_the_solutions_and_fail_a_wrong_answer():
     torch.manual_seed(0)
     tensor_checks.check_shares_storage_answers(solution.shares_storage)
     tensor_checks.check_flatten_answers(solution.flatten_features)
-    tensor_checks.check_copy_answers(lambda t: t.detach().clone())
+    tensor_checks.check_copy_answers(solution.independent_copy)
     tensor_checks.check_label_answers(solution.to_class_labels, np.random.default_rng(0))
     tensor_checks.check_linear_answers(solution.linear_forward)
     with pytest.raises(CheckFailed, match="is the bias added"):
         tensor_checks.check_linear_answers(lambda x, w, b: x @ w.T)
     with pytest.raises(CheckFailed, match="returned False, expected True"):
         tensor_checks.check_shares_storage_answers(lambda a, b: a.data_ptr() == b.data_ptr())
+
+
+def test_copy_checks_keep_a_dict_s_sharing_and_count_only_what_its_entries_show():
+    history = torch.arange(100.0)
+    assert tensor_checks.shown_bytes([history[-6:], history[-5::2]]) == 6 * 4
+    assert tensor_checks.shown_bytes([history[:2], torch.zeros(0), history[:2].t()]) == 2 * 4
+    assert tensor_checks.held_bytes([history[-6:], history[-5::2], torch.zeros(3, dtype=torch.int32)]) == 400 + 12
+
+    def per_entry(tensors):
+        if isinstance(tensors, torch.Tensor):
+            return tensors.detach().clone()
+        return {name: t.detach().clone() for name, t in tensors.items()}
+
+    def whole_storages(tensors):
+        if isinstance(tensors, torch.Tensor):
+            return tensors.detach().clone()
+        return copy.deepcopy({name: t.detach() for name, t in tensors.items()})
+
+    torch.manual_seed(0)
+    with pytest.raises(CheckFailed, match="'embed.weight' and 'head.weight' are windows on one storage"):
+        tensor_checks.check_copy_answers(per_entry)
+    with pytest.raises(CheckFailed, match=r"the copies hold 464 bytes of storage, but the entries show only 88 bytes"):
+        tensor_checks.check_copy_answers(whole_storages)
+    with pytest.raises(CheckFailed, match="expected a dict with the keys"):
+        tensor_checks.check_copy_answers(lambda ts: per_entry(ts) if isinstance(ts, torch.Tensor) else list(ts))
 
 
 def test_plot_broadcast_keys_its_shading_unless_told_not_to():

@@ -16,7 +16,7 @@ from autograder.kernel import checks
 from autograder.kernel.lessons.explorers import check_new_object, expect_answer
 
 __all__ = ["ReshapeCounter", "raised", "check_shares_storage_answers", "check_flatten_answers",
-           "check_copy_answers", "check_label_answers", "check_linear_answers"]
+           "check_copy_answers", "check_label_answers", "check_linear_answers", "held_bytes", "shown_bytes"]
 
 # The calls that flatten for you: flatten_features must decide the layout itself.
 _RESHAPERS = {"view", "reshape", "flatten", "ravel", "view_as", "reshape_as", "unflatten", "_reshape_alias"}
@@ -132,20 +132,93 @@ def check_flatten_answers(flatten_features: Callable) -> None:
 
 # ---------------------------------------------------------------- exercise 3
 
+_SHARED_HINT = ("a tensor cut from the graph (detach(), .data) is still a window on the same storage, and a "
+                "conversion that has nothing to do (contiguous() of a contiguous tensor, to() a dtype it already "
+                "has) returns its input itself.")
+_GRAPH_HINT = ("autograd records copies too (clone(), copy_, to()): cut the result from the graph, or copy where "
+               "nothing is recorded.")
+
+
+def _stretch(t: torch.Tensor) -> tuple[int, int] | None:
+    """Where, in elements of its storage, the first and one past the last element ``t`` shows sit."""
+    if t.numel() == 0:
+        return None
+    first = t.storage_offset()
+    return first, first + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride())) + 1
+
+
+def shown_bytes(tensors: list[torch.Tensor]) -> int:
+    """Bytes from the first to the last element the tensors on each storage show, summed over the storages."""
+    spans: dict[int, tuple[int, int, int]] = {}
+    for t in tensors:
+        stretch = _stretch(t)
+        if stretch is not None:
+            low, high, size = spans.get(checks.storage_id(t), (*stretch, t.element_size()))
+            spans[checks.storage_id(t)] = (min(low, stretch[0]), max(high, stretch[1]), size)
+    return sum((high - low) * size for low, high, size in spans.values())
+
+
+def held_bytes(tensors: list[torch.Tensor]) -> int:
+    """Bytes of the distinct storages the tensors are windows on (asked through the C-level methods)."""
+    storages = {checks.storage_id(t): torch.UntypedStorage.nbytes(torch.Tensor.untyped_storage(t)) for t in tensors}
+    return sum(storages.values())
+
+
+def _model_tensors() -> dict[str, torch.Tensor]:
+    weight = torch.randn(4, 3, requires_grad=True)
+    history = torch.arange(100.0)
+    return {"embed.weight": weight, "head.weight": weight, "head.bias": torch.randn(4, requires_grad=True),
+            "recent": history[-6:], "recent_odd": history[-5::2]}
+
+
+def _check_copied_dict(independent_copy: Callable) -> None:
+    tensors = _model_tensors()
+    label = "independent_copy(model tensors)"
+    copies = checks.call(independent_copy, tensors)
+    checks.expect(isinstance(copies, dict) and list(copies) == list(tensors),
+                  f"{label} returned {checks.describe(copies)}, expected a dict with the keys {list(tensors)}, in "
+                  "that order\nLikely mistake: a dict of tensors gives a new dict, one copy per entry.")
+    inputs = {checks.storage_id(t) for t in tensors.values()}
+    for name, t in tensors.items():
+        entry = f"{label}['{name}']"
+        checks.check_tensor(copies[name], t.detach(), entry)
+        checks.check_no_autograd_history(copies[name], entry, hint=_GRAPH_HINT)
+        checks.expect(checks.storage_id(copies[name]) not in inputs,
+                      f"{entry}: shares storage with an input, so writing to one changes the other\n"
+                      f"Likely mistake: {_SHARED_HINT}")
+    for step, (name, t) in enumerate(tensors.items()):
+        marker = -1000.0 * (step + 1) - torch.arange(float(t.numel())).reshape(t.shape)
+        with torch.no_grad():
+            torch.Tensor.copy_(copies[name], marker)
+            t.detach().copy_(marker)
+        for other, source in tensors.items():
+            if not torch.equal(copies[other], source.detach()):
+                tied = checks.storage_id(source) == checks.storage_id(t)
+                checks.fail(label, f"after the same write into '{name}' and into its copy, the copy of '{other}' "
+                                   f"no longer equals '{other}'",
+                            f"'{name}' and '{other}' are windows on one storage, so their copies must be windows on "
+                            "one copy of it, laid out the same way: a copy per entry unties them." if tied else
+                            f"'{other}' shares no memory with '{name}', yet its copy changed.")
+    held, shown = held_bytes(list(copies.values())), shown_bytes(list(tensors.values()))
+    checks.expect(held <= shown,
+                  f"{label}: the copies hold {held} bytes of storage, but the entries show only {shown} bytes (on "
+                  "each storage, from the first to the last element an entry shows)\nLikely mistake: a whole "
+                  "storage was copied (copy.deepcopy and torch.save do that too), though the entries show only a "
+                  "stretch of it: copy that stretch.")
+
+
 def check_copy_answers(independent_copy: Callable) -> None:
     """The visible checks of exercise 3, and the course's "a new object on every call"."""
     leaf = torch.randn(3, requires_grad=True)
     doubled = leaf * 2
-    snap = checks.call(independent_copy, doubled)
+    snap = checks.call(independent_copy, doubled,
+                       hints={r"'Tensor' object has no attribute": "independent_copy takes one tensor as well as a "
+                                                                   "dict of them: a tensor gives a tensor."})
     checks.check_tensor(snap, doubled.detach(), "independent_copy(doubled)")
-    checks.check_no_autograd_history(snap, "independent_copy(doubled)",
-                                     hint="autograd records copies too (clone(), copy_, to()): cut the result from "
-                                          "the graph, or copy where nothing is recorded.")
-    checks.check_own_storage(snap, doubled, "independent_copy(doubled)",
-                             hint="a tensor cut from the graph (detach(), .data) is still a window on the same "
-                                  "storage, and a conversion that has nothing to do (contiguous() of a contiguous "
-                                  "tensor, to() a dtype it already has) returns its input itself.")
+    checks.check_no_autograd_history(snap, "independent_copy(doubled)", hint=_GRAPH_HINT)
+    checks.check_own_storage(snap, doubled, "independent_copy(doubled)", hint=_SHARED_HINT)
     check_new_object(independent_copy, (doubled,), "independent_copy(doubled)")
+    _check_copied_dict(independent_copy)
 
 
 # ---------------------------------------------------------------- exercise 4

@@ -63,6 +63,45 @@ def _fits(x, weight, bias):
         raise ValueError(f"bias has shape {tuple(bias.shape)}, the weight has {weight.shape[0]} outputs")
 '''
 
+# The solution's snapshot of a dict by hand (one copy per storage, of the stretch its entries show); the answers
+# below change one decision of it.
+SNAPSHOT = '''
+def _copy_all(tensors, keep=lambda window: window.clone()):
+    stretches = {}
+    for t in tensors.values():
+        if t.numel():
+            first = t.storage_offset()
+            end = first + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride())) + 1
+            low, high = stretches.get(t.untyped_storage().data_ptr(), (first, end))
+            stretches[t.untyped_storage().data_ptr()] = (min(low, first), max(high, end))
+    copies, result = {}, {}
+    for name, t in tensors.items():
+        if not t.numel():
+            result[name] = keep(t.detach())
+            continue
+        key = t.untyped_storage().data_ptr()
+        first, end = stretches[key]
+        if key not in copies:
+            copies[key] = keep(t.detach().as_strided((end - first,), (1,), first))
+        result[name] = copies[key].as_strided(t.shape, t.stride(), t.storage_offset() - first)
+    return result
+'''
+
+PER_ENTRY = '''
+def independent_copy(tensors):
+    if isinstance(tensors, torch.Tensor):
+        return tensors.detach().clone()
+    return {name: t.detach().clone() for name, t in tensors.items()}
+'''
+
+WHOLE_STORAGES = '''
+def independent_copy(tensors):
+    import copy
+    if isinstance(tensors, torch.Tensor):
+        return tensors.detach().clone()
+    return copy.deepcopy({name: t.detach() for name, t in tensors.items()})
+'''
+
 PITFALLS = {
     "shares_storage": {
         "compares data_ptr(), which moves with the storage offset": '''
@@ -140,13 +179,12 @@ def independent_copy(t):
 def independent_copy(t):
     return torch.empty_like(t).copy_(t)
 ''',
-        "the colleague's snapshot as given: contiguous() and to() return their input when they have nothing to do": '''
-def independent_copy(t):
-    copy = t.detach()
-    if not copy.is_contiguous():
-        copy = copy.contiguous()
-    return copy.to(torch.float32)
+        "the colleague's snapshot as given: a dict only, one copy per entry": '''
+def independent_copy(tensors):
+    return {name: t.detach().clone() for name, t in tensors.items()}
 ''',
+        "copies each entry on its own: a tied weight comes back as two tensors": PER_ENTRY,
+        "copy.deepcopy of the detached entries keeps the sharing but copies each storage whole": WHOLE_STORAGES,
     },
     "to_class_labels": {
         "from_numpy keeps float64": '''
@@ -195,14 +233,17 @@ def linear_forward(x, weight, bias):
 # Wrong answers that pass every visible check and fail only a hidden one (other inputs, edge cases).
 HIDDEN_ONLY = {
     "independent_copy": {
-        "rebuilds the tensor from Python numbers, so an int32 tensor comes back as int64": '''
-def independent_copy(t):
-    return torch.tensor(t.tolist())
+        "rebuilds a lone tensor from Python numbers, so an int32 tensor comes back as int64": SNAPSHOT + '''
+
+def independent_copy(tensors):
+    if isinstance(tensors, torch.Tensor):
+        return torch.tensor(tensors.tolist())
+    return _copy_all(tensors)
 ''',
     },
     "flatten_features": {
-        "lets the strides of size-1 dimensions decide, so rows x[::2] with odd size-1 strides get a needless copy": WINDOW
-        .replace("if size != 1]", "]") + '''
+        "lets the strides of size-1 dimensions decide, so rows x[::2] with odd size-1 strides get a needless copy":
+            WINDOW.replace("if size != 1]", "]") + '''
 
 def flatten_features(x):
     window = _window(x)
@@ -427,14 +468,39 @@ def flatten_features(x):
 ''',
     },
     "independent_copy": {
-        "torch.tensor(t), which warns and copies without history": '''
-def independent_copy(t):
-    return torch.tensor(t)
-''',
-        "clone() under torch.no_grad()": '''
-def independent_copy(t):
+        "under torch.no_grad(): the last element's offset, torch.empty and copy_ for each stretch": '''
+def independent_copy(tensors):
+    single = isinstance(tensors, torch.Tensor)
+    entries = {"only": tensors} if single else tensors
+    spans = {}
+    for t in entries.values():
+        if t.numel() == 0:
+            continue
+        last = t.storage_offset() + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
+        key = t.untyped_storage().data_ptr()
+        lo, hi = spans.get(key, (t.storage_offset(), last))
+        spans[key] = (min(lo, t.storage_offset()), max(hi, last))
+    out, fresh = {}, {}
     with torch.no_grad():
-        return t.clone()
+        for name, t in entries.items():
+            if t.numel() == 0:
+                out[name] = torch.empty_like(t)
+                continue
+            key = t.untyped_storage().data_ptr()
+            lo, hi = spans[key]
+            if key not in fresh:
+                fresh[key] = torch.empty(hi - lo + 1, dtype=t.dtype, device=t.device)
+                fresh[key].copy_(t.as_strided((hi - lo + 1,), (1,), lo))
+            out[name] = fresh[key].as_strided(t.shape, t.stride(), t.storage_offset() - lo)
+    return out["only"] if single else out
+''',
+        "a lone tensor: clone() under torch.no_grad()": SNAPSHOT + '''
+
+def independent_copy(tensors):
+    if isinstance(tensors, torch.Tensor):
+        with torch.no_grad():
+            return tensors.clone()
+    return _copy_all(tensors)
 ''',
     },
     "to_class_labels": {
@@ -537,12 +603,31 @@ def flatten_features(x):
                                                 "(the exercise is by hand)"],
     },
     "independent_copy": {
-        "same values, shape, dtype and device":
-            PLAUSIBLE["independent_copy"]["adds .float() by habit, so an int32 tensor comes back as float32"],
-        "its own storage": PITFALLS["independent_copy"][".detach() alone shares storage"],
-        "no autograd history": PITFALLS["independent_copy"][".clone() alone keeps the autograd graph"],
-        "`t` is left as it was":
-            PLAUSIBLE["independent_copy"]["detach_() cuts the source itself out of the graph before copying it"],
+        "same values, shape, dtype and device": SNAPSHOT + '''
+
+def independent_copy(tensors):
+    keep = lambda window: window.clone().float()
+    if isinstance(tensors, torch.Tensor):
+        return _copy_all({"t": tensors}, keep)["t"]
+    return _copy_all(tensors, keep)
+''',
+        "cut loose": SNAPSHOT + '''
+
+def independent_copy(tensors):
+    keep = lambda window: window
+    if isinstance(tensors, torch.Tensor):
+        return _copy_all({"t": tensors}, keep)["t"]
+    return _copy_all(tensors, keep)
+''',
+        "sharing kept": PER_ENTRY,
+        "nothing nobody shows": WHOLE_STORAGES,
+        "the input is left as it was": SNAPSHOT + '''
+
+def independent_copy(tensors):
+    if isinstance(tensors, torch.Tensor):
+        return tensors.detach_().clone()
+    return _copy_all(tensors)
+''',
     },
     "to_class_labels": {
         "class indices out": LABELS_SHARE,
