@@ -88,6 +88,18 @@ def test_plot_loss_curves_labels_everything():
         debugging.plot_loss_curves({}, title="empty")
 
 
+def test_total_grad_norm_is_one_vector_skips_none_and_writes_nothing():
+    probe = nn.ModuleDict({"used": nn.Linear(2, 1), "frozen": nn.Linear(2, 2)})
+    assert debugging.total_grad_norm(probe) == 0.0
+    probe["used"].weight.grad = torch.tensor([[3.0, 0.0]])
+    probe["used"].bias.grad = torch.tensor([4.0])
+    assert debugging.total_grad_norm(probe) == 5.0
+    probe["used"].bias.grad = torch.tensor([math.inf])
+    assert debugging.total_grad_norm(probe) == math.inf
+    assert probe["used"].weight.grad.tolist() == [[3.0, 0.0]] and probe["frozen"].weight.grad is None
+    debugging.check_grad_norm(debugging.total_grad_norm)
+
+
 def test_grad_norm_check_passes_get_total_norm():
     debugging.check_grad_norm(
         lambda model: nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None]).item())

@@ -16,7 +16,7 @@ from torch import nn
 from .. import checks
 
 __all__ = ["make_pinwheel", "kept_graph_nodes", "plot_loss_curves",
-           "show_anomaly_report", "check_grad_norm"]
+           "show_anomaly_report", "check_grad_norm", "total_grad_norm"]
 
 
 def make_pinwheel(
@@ -110,6 +110,15 @@ def plot_loss_curves(
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     return ax
+
+
+def total_grad_norm(model: nn.Module) -> float:
+    """The 2-norm of all of ``model``'s gradients taken as one vector, as a Python float; writes nothing.
+
+    What section 3's ``train_steps`` logs at every step (``nn.utils.get_total_norm`` on the gradients that exist,
+    ``0.0`` when there are none)."""
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    return nn.utils.get_total_norm(grads).item() if grads else 0.0
 
 
 # ---------------------------------------------------------------- section 6's demo and the warm-up's checks
