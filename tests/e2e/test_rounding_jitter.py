@@ -70,6 +70,33 @@ def test_reference_cells_hold_the_reading_figures():
             f"{lesson} {cell_id} ({why}) no longer prints {figures}:\n{printed}"
 
 
+def test_the_numpy_nudge_gives_the_torch_nudges_bits():
+    """The jitter nudges small CPU tensors in NumPy (faster to dispatch) and the others in torch: the same bits,
+    for every floating dtype, seed and kind of value (infinities, NaN, zeros, subnormals, the largest finite, exact
+    and inexact values, a transposed view, a scalar)."""
+    import torch
+
+    generator = torch.Generator().manual_seed(0)
+    compared = 0
+    for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
+        info = torch.finfo(dtype)
+        special = torch.tensor([0.0, -0.0, float("inf"), -float("inf"), float("nan"), info.max, -info.max, info.tiny,
+                                -info.tiny, info.tiny / 4, 1.0, 0.25, -3.0, 1 / 3, -1 / 3], dtype=dtype)
+        drawn = [(torch.randn(shape, generator=generator) * scale).to(dtype)
+                 for shape, scale in (((7,), 10.0), ((3, 5), 1e-30), ((2, 3, 4), 1e30), ((1000,), 1.0), ((), 3.0))]
+        for values in (special, drawn[1].t(), *drawn):
+            for seed in (0, 1, 2, 12345):
+                contiguous = values.contiguous()
+                by_torch, by_numpy = jitter._nudge_torch(contiguous, seed), jitter._nudge_numpy(contiguous, seed)
+                bits = getattr(torch, jitter.INT_OF[contiguous.element_size()])
+                assert by_numpy.dtype == by_torch.dtype and by_numpy.shape == by_torch.shape
+                assert torch.equal(by_numpy.view(bits), by_torch.view(bits)), \
+                    f"{dtype}, seed {seed}: NumPy nudges {values} to {by_numpy}, torch to {by_torch}"
+                compared += 1
+    moved = jitter.nudge(torch.linspace(0.1, 1.0, 400), 1) != torch.linspace(0.1, 1.0, 400)
+    assert compared == 4 * 7 * 4 and 50 < int(moved.sum()) < 150, "the nudge moves about a quarter of the values"
+
+
 JITTER_PROBE = """
 import sys, torch
 sys.path.insert(0, {support!r})

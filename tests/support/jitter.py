@@ -40,27 +40,78 @@ def _mix(bits, seed: int):
 def nudge(t, seed: int):
     """``t`` with about a quarter of its finite, nonzero elements moved one ulp up or down (a new tensor).
 
-    It runs with torch-function dispatch off (the jitter's own mode included) and in place on its temporaries:
-    a small tensor's cost is the number of operations dispatched, and the jitter nudges thousands of them a
-    second."""
+    It runs with torch-function dispatch off (the jitter's own mode included). A small tensor's cost is the
+    number of operations dispatched, and the jitter nudges thousands of them a second: on the CPU the same
+    integer arithmetic runs in NumPy (about a microsecond an operation instead of several), from a tensor of
+    ``NUMPY_UP_TO`` elements on in torch; both give the same bits (test_rounding_jitter checks it)."""
     import torch
 
     if not (isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel()) or t.is_complex():
         return t
     with torch.no_grad(), private_apis.get(private_apis.DISABLE_TORCH_FUNCTION)():
         values = t.detach().contiguous()
-        ints = values.view(getattr(torch, INT_OF[values.element_size()]))
-        wide = ints.to(torch.int64, copy=True)
-        # A result whose lowest mantissa bits are all zero is most likely exact (0.25, a sum of small dyadic
-        # numbers), and an exact result rounds the same on every CPU: leave it.
-        low = (1 << (round(-math.log2(torch.finfo(values.dtype).eps)) // 3)) - 1
-        inexact = (wide & low) != 0
-        h = _mix(wide, seed)
-        step = ((h >> 2) & 1).mul_(2).sub_(1).to(ints.dtype)   # bit 2 of the hash: one ulp up or down
-        moved = (ints + step).view(values.dtype)
-        chosen = ((h & 3) == 0).logical_and_(inexact).logical_and_(torch.isfinite(values))
-        chosen.logical_and_(torch.isfinite(moved))
-        return torch.where(chosen, moved, values).view(t.shape)
+        if values.device.type == "cpu" and values.numel() <= NUMPY_UP_TO and not values.is_neg():
+            return _nudge_numpy(values, seed).view(t.shape)
+        return _nudge_torch(values, seed).view(t.shape)
+
+
+NUMPY_UP_TO = 1 << 14
+_LOW: dict = {}   # dtype -> the mask of its lowest mantissa bits (see _nudge_torch)
+_INF: dict = {}   # dtype -> the bits of +inf: the exponent's, all set in inf and NaN only
+
+
+def _low_bits(dtype) -> int:
+    import torch
+
+    if dtype not in _LOW:
+        _LOW[dtype] = (1 << (round(-math.log2(torch.finfo(dtype).eps)) // 3)) - 1
+    return _LOW[dtype]
+
+
+def _nudge_torch(values, seed: int):
+    """:func:`nudge` of a contiguous tensor, in torch (in place on its temporaries)."""
+    import torch
+
+    ints = values.view(getattr(torch, INT_OF[values.element_size()]))
+    wide = ints.to(torch.int64, copy=True)
+    # A result whose lowest mantissa bits are all zero is most likely exact (0.25, a sum of small dyadic
+    # numbers), and an exact result rounds the same on every CPU: leave it.
+    inexact = (wide & _low_bits(values.dtype)) != 0
+    h = _mix(wide, seed)
+    step = ((h >> 2) & 1).mul_(2).sub_(1).to(ints.dtype)   # bit 2 of the hash: one ulp up or down
+    moved = (ints + step).view(values.dtype)
+    chosen = ((h & 3) == 0).logical_and_(inexact).logical_and_(torch.isfinite(values))
+    chosen.logical_and_(torch.isfinite(moved))
+    return torch.where(chosen, moved, values)
+
+
+def _nudge_numpy(values, seed: int):
+    """:func:`nudge` of a contiguous CPU tensor: the arithmetic of :func:`_mix` and :func:`_nudge_torch` in NumPy
+    (int64 throughout, as there: the products stay below 2**59), finiteness read from the exponent bits."""
+    import numpy as np
+    import torch
+
+    dtype = values.dtype
+    int_dtype = getattr(torch, INT_OF[values.element_size()])
+    if dtype not in _INF:
+        _INF[dtype] = int(torch.tensor(float("inf"), dtype=dtype).view(int_dtype).item())
+    inf = _INF[dtype]
+    ints = values.view(int_dtype).numpy()
+    wide = ints.astype(np.int64)
+    h = wide ^ (wide >> 32)
+    h ^= seed * 0x27D4EB2D
+    h &= _MASK32
+    for _ in range(2):
+        h ^= h >> 16
+        h *= 0x45D9F3B
+        h &= _MASK32
+    h ^= h >> 16
+    moved = ints + (((h >> 2) & 1) * 2 - 1).astype(ints.dtype)
+    chosen = (h & 3) == 0
+    chosen &= (wide & _low_bits(dtype)) != 0
+    chosen &= (ints & inf) != inf
+    chosen &= (moved & inf) != inf
+    return torch.from_numpy(np.where(chosen, moved, ints)).view(dtype)
 
 
 def _nudge_in_place(t, seed: int) -> None:
