@@ -321,6 +321,19 @@ def seed_worker(worker_id):
 # Correct answers written differently: they keep their points.
 RIGHT_ANSWERS = {
     "DigitsDataset": {
+        "float32 statistics from torch, images multiplied by the reciprocal of the std": '''
+class DigitsDataset(Dataset):
+    def __init__(self, split):
+        if split not in ("train", "val"):
+            raise ValueError(split)
+        arrays = load_digits()
+        train = torch.from_numpy(arrays.images[arrays.train_index]).float()
+        self.mean, self.std = train.mean().item(), train.std(correction=0).item()
+        rows = arrays.train_index if split == "train" else arrays.val_index
+        images = torch.from_numpy(arrays.images[rows]).float()[:, None]
+        self.images = (images - self.mean) * (1 / self.std)
+        self.labels = torch.from_numpy(arrays.labels[rows].astype(np.int64))
+''' + _DIGITS_TAIL,
         "torch throughout, float64 statistics, prints to stdout and stderr": '''
 import sys
 
