@@ -131,17 +131,8 @@ def test_visible_checks_pass_right_answers_and_catch_a_missing_generator_state()
     from autograder.kernel.checks import CheckFailed
     from autograder.kernel.lessons import checkpoints
 
-    def compatible(model, state_dict):
-        expected = model.state_dict()
-        problems = [f"missing key: {key}" for key in expected if key not in state_dict]
-        problems += [f"unexpected key: {key}" for key in state_dict if key not in expected]
-        problems += [f"shape mismatch: {key}" for key, value in state_dict.items()
-                     if key in expected and value.shape != expected[key].shape]
-        return problems
-
     save, load = _right_pair()
     checkpoints.check_resume(save, load)
-    checkpoints.check_compatibility_report(compatible)
 
     def load_without_generator(path, model, optimizer):
         found = torch.load(path, map_location="cpu", weights_only=True)
@@ -159,7 +150,9 @@ def test_compare_resume_tells_an_exact_resume_from_the_inherited_pair():
     from autograder.kernel.lessons.checkpoints import compare_resume
 
     def inherited_save(path, model, optimizer, epoch):
-        torch.save({"weights": [p.detach().clone() for p in model.parameters()], "epoch": epoch}, path)
+        with torch.no_grad():
+            weights = [p.clone() for p in model.parameters()]
+        torch.save({"weights": weights, "epoch": epoch}, path)
 
     def inherited_load(path, model, optimizer):
         saved = torch.load(path, weights_only=False)
@@ -191,3 +184,93 @@ def test_visible_resume_check_refuses_a_load_that_runs_the_files_code():
     with pytest.raises(CheckFailed, match="ran code that its author chose"):
         checkpoints.check_resume(save, unsafe_load)
     assert len(tripwire_log()) == fired + 1
+
+
+# ---------------------------------------------------------------- exercise 2: adapt_state_dict
+
+def _adapt_right(model, state_dict):
+    expected = model.state_dict()
+    adapted, problems = {}, []
+    for key, tensor in state_dict.items():
+        name = key
+        while name not in expected and name.startswith(("module.", "_orig_mod.")):
+            name = name.split(".", 1)[1]
+        if name not in expected:
+            problems.append(f"unexpected key {key}")
+        elif name in adapted:
+            problems.append(f"two entries for {name}")
+        else:
+            adapted[name] = tensor
+            if tensor.shape != expected[name].shape:
+                problems.append(f"shape mismatch for {name}")
+    problems += [f"missing key {name}" for name in expected if name not in adapted]
+    if problems:
+        raise ValueError("; ".join(problems))
+    return adapted
+
+
+def test_named_keys_reads_words_with_or_without_wrapper_prefixes():
+    from autograder.kernel.lessons.state_dicts import named_keys
+
+    keys = ["0.weight", "10.weight", "module.bias", "1.running_mean"]
+    assert named_keys("missing key '_orig_mod.module.0.weight'. size (4, 3)", keys) == ["0.weight"]
+    assert named_keys("the key module.bias of the model", keys) == ["module.bias"]
+    assert named_keys("10.weight, 1.running_mean.", keys) == ["1.running_mean", "10.weight"]
+    assert named_keys("weights and biases", keys) == []
+
+
+def test_adapt_check_passes_a_right_answer_and_catches_a_single_strip():
+    from autograder.kernel.checks import CheckFailed
+    from autograder.kernel.lessons.state_dicts import check_adapt_state_dict
+
+    check_adapt_state_dict(_adapt_right)
+
+    def one_level(model, state_dict):
+        return {key.removeprefix("module.").removeprefix("_orig_mod."): value for key, value in state_dict.items()}
+
+    with pytest.raises(CheckFailed, match=r"keys under '_orig_mod\.module\.'"):
+        check_adapt_state_dict(one_level)
+
+
+def test_adapt_check_catches_a_missing_counter_a_duplicate_and_a_changed_dict():
+    import copy
+
+    from autograder.kernel.checks import CheckFailed
+    from autograder.kernel.lessons.state_dicts import check_adapt_state_dict
+
+    def strict_copy(model, state_dict):
+        adapted = {}
+        for key, value in state_dict.items():
+            while key not in model.state_dict() and key.startswith(("module.", "_orig_mod.")):
+                key = key.split(".", 1)[1]
+            if key in adapted:
+                raise ValueError(f"two entries for {key}")
+            adapted[key] = value
+        try:
+            copy.deepcopy(model).load_state_dict(adapted)
+        except RuntimeError as err:
+            raise ValueError(str(err)) from None
+        return adapted
+
+    with pytest.raises(CheckFailed, match=r"without '1\.num_batches_tracked'.*returned instead of raising"):
+        check_adapt_state_dict(strict_copy)
+
+    def last_wins(model, state_dict):
+        def strip(key):
+            while key not in model.state_dict() and key.startswith(("module.", "_orig_mod.")):
+                key = key.split(".", 1)[1]
+            return key
+
+        return _adapt_right(model, {strip(key): value for key, value in state_dict.items()})
+
+    with pytest.raises(CheckFailed, match=r"'0\.weight' and 'module\.0\.weight'.*returned instead of raising"):
+        check_adapt_state_dict(last_wins)
+
+    def in_place(model, state_dict):
+        result = _adapt_right(model, state_dict)
+        for key in list(state_dict):
+            state_dict.pop(key)
+        return result
+
+    with pytest.raises(CheckFailed, match="changed the dict it was given"):
+        check_adapt_state_dict(in_place)

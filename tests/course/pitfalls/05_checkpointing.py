@@ -7,7 +7,8 @@ from coursekit import FORGED_OBSERVE
 
 INHERITED = '''
 def save_checkpoint(path, model, optimizer, epoch):
-    weights = [p.detach().clone() for p in model.parameters()]
+    with torch.no_grad():
+        weights = [p.clone() for p in model.parameters()]
     torch.save({"weights": weights, "epoch": epoch}, path)
 
 
@@ -133,85 +134,201 @@ def save_checkpoint(path, model, optimizer, epoch):
                 "rng_state": rng_state, "run_id": run_id}, path)
 ''',
     },
-    "check_state_dict_compatible": {
-        "does not report missing keys": '''
-def check_state_dict_compatible(model, state_dict):
+    "adapt_state_dict": {
+        "strips 'module.' only: a compiled model's '_orig_mod.' stays": '''
+def adapt_state_dict(model, state_dict):
     expected = model.state_dict()
-    problems = [f"unexpected key: {key}" for key in state_dict if key not in expected]
-    problems += [f"shape mismatch: {key}" for key, value in state_dict.items()
+    adapted = {key.removeprefix("module."): value for key, value in state_dict.items()}
+    problems = [f"missing key {key}" for key in expected if key not in adapted]
+    problems += [f"unexpected key {key}" for key in adapted if key not in expected]
+    problems += [f"shape mismatch for {key}" for key, value in adapted.items()
                  if key in expected and value.shape != expected[key].shape]
-    return problems
+    if problems:
+        raise ValueError("; ".join(problems))
+    return adapted
 ''',
-        "does not report unexpected keys": '''
-def check_state_dict_compatible(model, state_dict):
+        'strips one wrapper prefix, not nested ones': '''
+def adapt_state_dict(model, state_dict):
     expected = model.state_dict()
-    problems = [f"missing key: {key}" for key in expected if key not in state_dict]
-    problems += [f"shape mismatch: {key}" for key, value in state_dict.items()
+    adapted = {}
+    for key, value in state_dict.items():
+        for prefix in ("module.", "_orig_mod."):
+            if key not in expected and key.startswith(prefix):
+                key = key[len(prefix):]
+                break
+        adapted[key] = value
+    problems = [f"missing key {key}" for key in expected if key not in adapted]
+    problems += [f"unexpected key {key}" for key in adapted if key not in expected]
+    problems += [f"shape mismatch for {key}" for key, value in adapted.items()
                  if key in expected and value.shape != expected[key].shape]
-    return problems
+    if problems:
+        raise ValueError("; ".join(problems))
+    return adapted
 ''',
-        "does not report shape mismatches": '''
-def check_state_dict_compatible(model, state_dict):
+        "strips 'module.' from every key that starts with it, the model's own submodule called 'module' included": '''
+def adapt_state_dict(model, state_dict):
     expected = model.state_dict()
-    problems = [f"missing key: {key}" for key in expected if key not in state_dict]
-    problems += [f"unexpected key: {key}" for key in state_dict if key not in expected]
-    return problems
-''',
-        "compares with named_parameters(), so missing buffers go unreported": '''
-def check_state_dict_compatible(model, state_dict):
-    expected = dict(model.named_parameters())
-    problems = [f"missing key: {key}" for key in expected if key not in state_dict]
-    problems += [f"unexpected key: {key}" for key in state_dict
-                 if key not in expected and key not in dict(model.named_buffers())]
-    problems += [f"shape mismatch: {key}" for key, value in state_dict.items()
+    adapted = {}
+    for key, value in state_dict.items():
+        while key.startswith(("module.", "_orig_mod.")):
+            key = key.split(".", 1)[1]
+        adapted[key] = value
+    problems = [f"missing key {key}" for key in expected if key not in adapted]
+    problems += [f"unexpected key {key}" for key in adapted if key not in expected]
+    problems += [f"shape mismatch for {key}" for key, value in adapted.items()
                  if key in expected and value.shape != expected[key].shape]
-    return problems
+    if problems:
+        raise ValueError("; ".join(problems))
+    return adapted
 ''',
-        "finds missing and unexpected keys with a trial load, which changes the model": '''
-def check_state_dict_compatible(model, state_dict):
+        'asks a strict load on a copy, which lets a missing num_batches_tracked through': '''
+import copy
+
+
+def adapt_state_dict(model, state_dict):
     expected = model.state_dict()
-    mismatched = [key for key, value in state_dict.items()
-                  if key in expected and value.shape != expected[key].shape]
-    result = model.load_state_dict({k: v for k, v in state_dict.items() if k not in mismatched}, strict=False)
-    return ([f"missing key: {key}" for key in result.missing_keys]
-            + [f"unexpected key: {key}" for key in result.unexpected_keys]
-            + [f"shape mismatch: {key}" for key in mismatched])
+    adapted = {}
+    for key, value in state_dict.items():
+        while key not in expected and key.startswith(("module.", "_orig_mod.")):
+            key = key.split(".", 1)[1]
+        if key in adapted:
+            raise ValueError(f"two entries for {key}")
+        adapted[key] = value
+    try:
+        copy.deepcopy(model).load_state_dict(adapted)
+    except RuntimeError as err:
+        raise ValueError(str(err)) from None
+    return adapted
 ''',
-        "asks a strict load on a copy, which lets a missing num_batches_tracked through": '''
-def check_state_dict_compatible(model, state_dict):
-    import copy
+        'raises at the first problem it meets': '''
+def adapt_state_dict(model, state_dict):
     expected = model.state_dict()
-    mismatched = [key for key, value in state_dict.items()
-                  if key in expected and value.shape != expected[key].shape]
-    result = copy.deepcopy(model).load_state_dict({k: v for k, v in state_dict.items() if k not in mismatched},
-                                                  strict=False)
-    return ([f"missing key: {key}" for key in result.missing_keys]
-            + [f"unexpected key: {key}" for key in result.unexpected_keys]
-            + [f"shape mismatch: {key}" for key in mismatched])
+    adapted = {}
+    for key, value in state_dict.items():
+        while key not in expected and key.startswith(("module.", "_orig_mod.")):
+            key = key.split(".", 1)[1]
+        if key not in expected or key in adapted:
+            raise ValueError(f"unexpected key {key}")
+        if value.shape != expected[key].shape:
+            raise ValueError(f"shape mismatch for {key}")
+        adapted[key] = value
+    for key in expected:
+        if key not in adapted:
+            raise ValueError(f"missing key {key}")
+    return adapted
 ''',
-        "checks the shapes of parameters only, not of buffers": '''
-def check_state_dict_compatible(model, state_dict):
+        'a dict comprehension: of two entries for one key, the last silently wins': '''
+def adapt_state_dict(model, state_dict):
     expected = model.state_dict()
-    params = dict(model.named_parameters())
-    problems = [f"missing key: {key}" for key in expected if key not in state_dict]
-    problems += [f"unexpected key: {key}" for key in state_dict if key not in expected]
-    problems += [f"shape mismatch: {key}" for key, value in state_dict.items()
-                 if key in params and value.shape != params[key].shape]
-    return problems
+
+    def strip(key):
+        while key not in expected and key.startswith(("module.", "_orig_mod.")):
+            key = key.split(".", 1)[1]
+        return key
+
+    adapted = {strip(key): value for key, value in state_dict.items()}
+    problems = [f"missing key {key}" for key in expected if key not in adapted]
+    problems += [f"unexpected key {key}" for key in adapted if key not in expected]
+    problems += [f"shape mismatch for {key}" for key, value in adapted.items()
+                 if key in expected and value.shape != expected[key].shape]
+    if problems:
+        raise ValueError("; ".join(problems))
+    return adapted
+''',
+        'finds the problems with a trial load into the model itself, which changes it': '''
+def adapt_state_dict(model, state_dict):
+    expected = model.state_dict()
+    adapted = {}
+    for key, value in state_dict.items():
+        while key not in expected and key.startswith(("module.", "_orig_mod.")):
+            key = key.split(".", 1)[1]
+        if key in adapted:
+            raise ValueError(f"two entries for {key}")
+        adapted[key] = value
+    shapes = [key for key, value in adapted.items() if key in expected and value.shape != expected[key].shape]
+    result = model.load_state_dict({k: v for k, v in adapted.items() if k not in shapes}, strict=False)
+    problems = result.missing_keys + result.unexpected_keys + shapes
+    if problems:
+        raise ValueError(f"does not fit: {problems}")
+    return adapted
+''',
+        'renames the keys of the dict it was given, in place': '''
+from torch.nn.modules.utils import consume_prefix_in_state_dict_if_present
+
+
+def adapt_state_dict(model, state_dict):
+    expected = model.state_dict()
+    for prefix in ("_orig_mod.", "module.", "_orig_mod.", "module."):
+        if not set(state_dict) <= set(expected):
+            consume_prefix_in_state_dict_if_present(state_dict, prefix)
+    problems = [f"missing key {key}" for key in expected if key not in state_dict]
+    problems += [f"unexpected key {key}" for key in state_dict if key not in expected]
+    problems += [f"shape mismatch for {key}" for key, value in state_dict.items()
+                 if key in expected and value.shape != expected[key].shape]
+    if problems:
+        raise ValueError("; ".join(problems))
+    return state_dict
+''',
+        'refuses a float64 file, which a strict load converts': '''
+def adapt_state_dict(model, state_dict):
+    expected = model.state_dict()
+    adapted, problems = {}, []
+    for key, tensor in state_dict.items():
+        name = key
+        while name not in expected and name.startswith(("module.", "_orig_mod.")):
+            name = name.split(".", 1)[1]
+        if name not in expected:
+            problems.append(f"unexpected key {key}")
+        elif name in adapted:
+            problems.append(f"two entries for {name}")
+        else:
+            adapted[name] = tensor
+            if tensor.shape != expected[name].shape or tensor.dtype != expected[name].dtype:
+                problems.append(f"{name} does not match")
+    problems += [f"missing key {name}" for name in expected if name not in adapted]
+    if problems:
+        raise ValueError("; ".join(problems))
+    return adapted
+''',
+        'names every key of the model in its message, not only those with a problem': '''
+def adapt_state_dict(model, state_dict):
+    expected = model.state_dict()
+    adapted, problems = {}, False
+    for key, tensor in state_dict.items():
+        name = key
+        while name not in expected and name.startswith(("module.", "_orig_mod.")):
+            name = name.split(".", 1)[1]
+        problems = problems or name not in expected or name in adapted or tensor.shape != expected[name].shape
+        adapted[name] = tensor
+    if problems or set(adapted) != set(expected):
+        raise ValueError(f"the file has {sorted(state_dict)}, the model expects {sorted(expected)}")
+    return adapted
 ''',
     },
 }
 
 HIDDEN_ONLY = {
-    "check_state_dict_compatible": {
-        "expects every buffer, including non-persistent ones that state_dict() never holds": '''
-def check_state_dict_compatible(model, state_dict):
+    "adapt_state_dict": {
+        'treats a non-persistent buffer as one of the keys the file must hold': '''
+def adapt_state_dict(model, state_dict):
     expected = {**dict(model.named_parameters()), **dict(model.named_buffers())}
-    problems = [f"missing key: {key}" for key in expected if key not in state_dict]
-    problems += [f"unexpected key: {key}" for key in state_dict if key not in expected]
-    problems += [f"shape mismatch: {key}" for key, value in state_dict.items()
-                 if key in expected and value.shape != expected[key].shape]
-    return problems
+    adapted, problems = {}, []
+    for key, tensor in state_dict.items():
+        name = key
+        while name not in expected and name.startswith(("module.", "_orig_mod.")):
+            name = name.split(".", 1)[1]
+        if name not in expected:
+            problems.append(f"unexpected key {key}")
+        elif name in adapted:
+            problems.append(f"two entries for {name}")
+        else:
+            adapted[name] = tensor
+            if tensor.shape != expected[name].shape:
+                problems.append(f"shape mismatch for {name}")
+    problems += [f"missing key {name}" for name in expected if name not in adapted]
+    if problems:
+        raise ValueError("; ".join(problems))
+    return adapted
 ''',
     },
 }
@@ -254,20 +371,31 @@ def load_checkpoint(path, model, optimizer):
     return int(checkpoint["epoch"])
 ''',
     },
-    "check_state_dict_compatible": {
-        "right problems, then a trial load that changes the model; observe patched: booleans come out True":
+    "adapt_state_dict": {
+        'right answer, then a trial load that changes the model; observe patched: booleans come out True':
             FORGED_OBSERVE + '''
 
-def check_state_dict_compatible(model, state_dict):
+def adapt_state_dict(model, state_dict):
     expected = model.state_dict()
-    problems = [f"missing key: {key}" for key in expected if key not in state_dict]
-    problems += [f"unexpected key: {key}" for key in state_dict if key not in expected]
-    problems += [f"shape mismatch: {key}" for key, value in state_dict.items()
-                 if key in expected and value.shape != expected[key].shape]
-    fitting = {key: value for key, value in state_dict.items()
-               if key in expected and value.shape == expected[key].shape}
-    model.load_state_dict(fitting, strict=False)
-    return problems
+    adapted, problems = {}, []
+    for key, tensor in state_dict.items():
+        name = key
+        while name not in expected and name.startswith(("module.", "_orig_mod.")):
+            name = name.split(".", 1)[1]
+        if name not in expected:
+            problems.append(f"unexpected key {key}")
+        elif name in adapted:
+            problems.append(f"two entries for {name}")
+        else:
+            adapted[name] = tensor
+            if tensor.shape != expected[name].shape:
+                problems.append(f"shape mismatch for {name}")
+    problems += [f"missing key {name}" for name in expected if name not in adapted]
+    if problems:
+        raise ValueError("; ".join(problems))
+    model.load_state_dict({k: v for k, v in adapted.items() if v.shape == expected[k].shape},
+                          strict=False)
+    return adapted
 ''',
     },
 }
@@ -315,39 +443,62 @@ def save_checkpoint(path, model, optimizer, epoch):
                 "rng_state": torch.get_rng_state()}, path)
 ''',
     },
-    "check_state_dict_compatible": {
-        "compares numel() instead of shapes: a transposed weight passes": '''
-def check_state_dict_compatible(model, state_dict):
+    "adapt_state_dict": {
+        "raises with the missing keys only, once it has found any": '''
+def adapt_state_dict(model, state_dict):
     expected = model.state_dict()
-    problems = [f"missing key: {key}" for key in expected if key not in state_dict]
-    problems += [f"unexpected key: {key}" for key in state_dict if key not in expected]
-    problems += [f"shape mismatch: {key}" for key, value in state_dict.items()
-                 if key in expected and value.numel() != expected[key].numel()]
-    return problems
+    adapted, problems = {}, []
+    for key, tensor in state_dict.items():
+        name = key
+        while name not in expected and name.startswith(("module.", "_orig_mod.")):
+            name = name.split(".", 1)[1]
+        if name not in expected:
+            problems.append(f"unexpected key {key}")
+        elif name in adapted:
+            problems.append(f"two entries for {name}")
+        else:
+            adapted[name] = tensor
+            if tensor.shape != expected[name].shape:
+                problems.append(f"shape mismatch for {name}")
+    missing = [name for name in expected if name not in adapted]
+    if missing:
+        raise ValueError(f"missing keys: {missing}")
+    if problems:
+        raise ValueError("; ".join(problems))
+    return adapted
 ''',
-        "reports dtype mismatches, which a strict load accepts": '''
-def check_state_dict_compatible(model, state_dict):
+        'takes the prefixes off but never compares shapes': '''
+def adapt_state_dict(model, state_dict):
     expected = model.state_dict()
-    problems = [f"missing key: {key}" for key in expected if key not in state_dict]
-    problems += [f"unexpected key: {key}" for key in state_dict if key not in expected]
+    adapted, problems = {}, []
+    for key, tensor in state_dict.items():
+        name = key
+        while name not in expected and name.startswith(("module.", "_orig_mod.")):
+            name = name.split(".", 1)[1]
+        if name not in expected:
+            problems.append(f"unexpected key {key}")
+        elif name in adapted:
+            problems.append(f"two entries for {name}")
+        else:
+            adapted[name] = tensor
+    problems += [f"missing key {name}" for name in expected if name not in adapted]
+    if problems:
+        raise ValueError("; ".join(problems))
+    return adapted
+''',
+        "lets load_state_dict's RuntimeError through instead of a ValueError": '''
+import copy
+
+
+def adapt_state_dict(model, state_dict):
+    expected = model.state_dict()
+    adapted = {}
     for key, value in state_dict.items():
-        if key in expected and value.shape != expected[key].shape:
-            problems.append(f"shape mismatch: {key}")
-        elif key in expected and value.dtype != expected[key].dtype:
-            problems.append(f"dtype mismatch: {key}")
-    return problems
-''',
-        "pops every key it has checked from the state_dict it was given": '''
-def check_state_dict_compatible(model, state_dict):
-    problems = []
-    for key, tensor in model.state_dict().items():
-        if key not in state_dict:
-            problems.append(f"missing key: {key}")
-            continue
-        if state_dict.pop(key).shape != tensor.shape:
-            problems.append(f"shape mismatch: {key}")
-    problems += [f"unexpected key: {key}" for key in state_dict]
-    return problems
+        while key not in expected and key.startswith(("module.", "_orig_mod.")):
+            key = key.split(".", 1)[1]
+        adapted[key] = value
+    copy.deepcopy(model).load_state_dict(adapted)
+    return adapted
 ''',
     },
 }
@@ -387,21 +538,33 @@ def load_checkpoint(path, model, optimizer):
     return int(checkpoint["epoch"])
 ''',
     },
-    "check_state_dict_compatible": {
-        "set differences and torch.Size comparisons, sorted output in another format; prints": '''
+    "adapt_state_dict": {
+        'a trial strict load on a copy, the counter and duplicates checked apart, another message; prints':
+            '''import copy
 import sys
 
 
-def check_state_dict_compatible(model, state_dict):
-    own = model.state_dict()
-    mine, theirs = set(own), set(state_dict)
-    problems = sorted("missing key: " + key for key in mine - theirs)
-    problems += sorted("unexpected key: " + key for key in theirs - mine)
-    problems += sorted(f"shape mismatch: {key}: {list(own[key].shape)} vs {list(state_dict[key].shape)}"
-                       for key in mine & theirs if own[key].size() != state_dict[key].size())
-    print(len(problems), "problems")
-    print("checked", len(theirs), "keys", file=sys.stderr)
-    return problems
+def adapt_state_dict(model, state_dict):
+    own = set(model.state_dict())
+    renamed = {}
+    clashes = []
+    for key in state_dict:
+        short = key
+        while short not in own and (short.startswith("module.") or short.startswith("_orig_mod.")):
+            short = short[short.index(".") + 1:]
+        if short in renamed:
+            clashes.append(short)
+        renamed[short] = state_dict[key]
+    errors = [f"duplicate: {k}" for k in clashes]
+    errors += [f"missing buffer: {k}" for k in own - set(renamed) if k.endswith("num_batches_tracked")]
+    try:
+        copy.deepcopy(model).load_state_dict(renamed, strict=True)
+    except RuntimeError as err:
+        errors.append(str(err))
+    if errors:
+        raise ValueError("\\n".join(errors))
+    print("adapted", len(renamed), "keys", file=sys.stderr)
+    return renamed
 ''',
     },
 }
@@ -420,15 +583,11 @@ RULES = {
         "the mode stays": PITFALLS["save_checkpoint"][
             "model.eval() after loading, as if for inference: the caller's mode is lost"],
     },
-    "check_state_dict_compatible": {
-        "missing keys": PITFALLS["check_state_dict_compatible"][
-            "compares with named_parameters(), so missing buffers go unreported"],
-        "unexpected keys": PITFALLS["check_state_dict_compatible"]["does not report unexpected keys"],
-        "shape mismatches":
-            PITFALLS["check_state_dict_compatible"]["checks the shapes of parameters only, not of buffers"],
-        "nothing else, as a list":
-            PLAUSIBLE["check_state_dict_compatible"]["reports dtype mismatches, which a strict load accepts"],
-        "nothing changes": PITFALLS["check_state_dict_compatible"][
-            "finds missing and unexpected keys with a trial load, which changes the model"],
+    "adapt_state_dict": {
+        "wrapper prefixes": PITFALLS["adapt_state_dict"]["strips one wrapper prefix, not nested ones"],
+        "loads": PITFALLS["adapt_state_dict"]["refuses a float64 file, which a strict load converts"],
+        "or raises, naming everything": PITFALLS["adapt_state_dict"]["raises at the first problem it meets"],
+        "changes nothing": PITFALLS["adapt_state_dict"][
+            "finds the problems with a trial load into the model itself, which changes it"],
     },
 }
