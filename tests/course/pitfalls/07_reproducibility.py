@@ -299,6 +299,9 @@ class OwnNoise(torch.utils.data.Dataset):
     model = {_MODEL}
     loader = DataLoader(OwnNoise(X, y, seed + 5), batch_size=batch_size, shuffle=True, generator={_OWN})
 """, jitter=""),
+        "NoisyPoints kept, fetched by one worker process: its generator is seeded from the loader's generator": _run(
+            _seeded("DataLoader(NoisyPoints(X, y), batch_size=batch_size, shuffle=True, num_workers=1,\n"
+                    f"                        generator={_OWN})"), jitter=""),
         "NoisyPoints kept: each batch fetched inside torch.random.fork_rng, the global stream seeded per step": '''
 def decoupled_run(X, y, width, seed, num_epochs=2, batch_size=16):
     torch.manual_seed(seed)
