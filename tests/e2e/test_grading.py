@@ -111,7 +111,8 @@ LEGITIMATE_STYLES = {
                        "        raise ValueError(f'x: {x.shape[-1]} features, weight: {weight.shape[1]}')\n"
                        "    if bias is not None and tuple(bias.shape) != (weight.shape[0],):\n"
                        "        raise ValueError(f'bias {tuple(bias.shape)} for {weight.shape[0]} outputs')\n"
-                       "    out = x @ weight_t(weight)\n    return out if bias is None else out + bias\n"),
+                       "    out = (x.unsqueeze(-2) * weight_t(weight).mT).sum(-1)\n"
+                       "    return out if bias is None else out + bias\n"),
 }
 FORK_BOMB = ("def linear_forward(x, weight, bias):\n    import os\n    while True:\n        try:\n"
              "            os.fork()\n        except OSError:\n            pass\n")

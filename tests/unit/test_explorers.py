@@ -218,6 +218,25 @@ def test_copy_checks_keep_a_dict_s_sharing_and_count_only_what_its_entries_show(
         tensor_checks.check_copy_answers(lambda ts: per_entry(ts) if isinstance(ts, torch.Tensor) else list(ts))
 
 
+def test_linear_checks_count_matrix_products_and_explain_a_broadcast_without_a_new_axis():
+    def by_matmul(x, weight, bias):
+        if x.shape[-1] != weight.shape[1]:
+            raise ValueError(f"x has {x.shape[-1]} features, the weight expects {weight.shape[1]}")
+        if bias is not None and tuple(bias.shape) != (weight.shape[0],):
+            raise ValueError(f"bias has shape {tuple(bias.shape)}, the weight has {weight.shape[0]} outputs")
+        return x @ weight.mT if bias is None else torch.nn.functional.linear(x, weight, bias)
+
+    torch.manual_seed(0)
+    with pytest.raises(CheckFailed, match=r"linear_forward called (linear|matmul)"):
+        tensor_checks.check_linear_answers(by_matmul)
+    with pytest.raises(CheckFailed, match="the shapes do not broadcast"):
+        tensor_checks.check_linear_answers(lambda x, w, b: (x * w).sum(-1, keepdim=True) + b)
+    counter = tensor_checks.ProductCounter()
+    with counter:
+        torch.ones(2, 3) @ torch.ones(3, 1), torch.einsum("ij->i", torch.ones(2, 2)), (torch.ones(3) * 2).sum()
+    assert sorted(counter.calls) == ["einsum", "matmul"]
+
+
 def test_plot_broadcast_keys_its_shading_unless_told_not_to():
     assert explorers.plot_broadcast((4, 1), (3,)).get_legend() is not None
     assert explorers.plot_broadcast((4, 1), (3,), legend=False).get_legend() is None

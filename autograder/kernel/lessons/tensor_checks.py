@@ -15,16 +15,23 @@ import torch
 from autograder.kernel import checks
 from autograder.kernel.lessons.explorers import check_new_object, expect_answer
 
-__all__ = ["ReshapeCounter", "raised", "check_shares_storage_answers", "check_flatten_answers",
+__all__ = ["ProductCounter", "ReshapeCounter", "raised", "check_shares_storage_answers", "check_flatten_answers",
            "check_copy_answers", "check_label_answers", "check_linear_answers", "held_bytes", "shown_bytes"]
 
 # The calls that flatten for you: flatten_features must decide the layout itself.
 _RESHAPERS = {"view", "reshape", "flatten", "ravel", "view_as", "reshape_as", "unflatten", "_reshape_alias"}
 
 
+# The products that compute linear_forward for you: it is built by broadcasting.
+_PRODUCTS = {"matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "einsum",
+             "tensordot", "linear", "bilinear", "addmm", "addmv", "addbmm", "baddbmm", "chain_matmul", "multi_dot"}
+
+
 class ReshapeCounter(torch.overrides.TorchFunctionMode):
     """Counts the calls of view, reshape, flatten and their spellings (methods, ``torch.`` functions,
     ``nn.Flatten``) made while it is active."""
+
+    names = _RESHAPERS
 
     def __init__(self):
         super().__init__()
@@ -32,9 +39,15 @@ class ReshapeCounter(torch.overrides.TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         name = getattr(func, "__name__", "")
-        if name in _RESHAPERS:
+        if name in self.names:
             self.calls.append(name)
         return func(*args, **(kwargs or {}))
+
+
+class ProductCounter(ReshapeCounter):
+    """Counts the calls of matrix and vector products (``@``, ``matmul``, ``einsum``, ``F.linear``, ...)."""
+
+    names = _PRODUCTS
 
 
 def raised(fn: Callable, *args: Any) -> tuple[str, str]:
@@ -290,8 +303,11 @@ def check_linear_answers(linear_forward: Callable) -> None:
     """The visible checks of exercise 5."""
     from torch import nn
 
-    hints = {r"shapes cannot be multiplied|size mismatch|must match":
+    hints = {r"shapes cannot be multiplied|size mismatch":
              "nn.Linear keeps weight as (out_features, in_features): output j uses row j of the weight.",
+             r"must match the size of tensor":
+             "the shapes do not broadcast: line them up from the right, and give a tensor a dimension of size 1 "
+             "where the other has one to pair with.",
              r"self must be a matrix|must be a matrix|2D":
              "x may have extra leading dimensions (..., in_features)."}
     lin = nn.Linear(3, 2)
@@ -308,3 +324,9 @@ def check_linear_answers(linear_forward: Callable) -> None:
                            "linear_forward(x (4, 5), weight (2, 3), bias (2,))", (5, 3), "x's features and the weight")
     _expect_named_mismatch(linear_forward, (inputs, weight, torch.randn(4)),
                            "linear_forward(x (4, 3), weight (2, 3), bias (4,))", (4, 2), "the bias and the weight")
+    counter = ProductCounter()
+    with counter:
+        checks.call(linear_forward, torch.randn(4, 3), weight, bias, hints=hints)
+    checks.expect(not counter.calls,
+                  f"linear_forward called {', '.join(sorted(set(counter.calls)))}: the exercise builds the outputs "
+                  "by broadcasting, without a matrix or vector product (@, matmul, einsum, F.linear, ...).")

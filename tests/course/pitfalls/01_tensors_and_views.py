@@ -220,6 +220,21 @@ def linear_forward(x, weight, bias):
     out = x @ weight.T
     return out if bias is None else out + bias
 ''',
+        "the matrix product by habit: right values, but the exercise builds them by broadcasting": LINEAR_CHECKS + '''
+
+def linear_forward(x, weight, bias):
+    _fits(x, weight, bias)
+    out = x @ weight.mT
+    return out if bias is None else out + bias
+''',
+        "multiplies x by the weight without a new axis: (N, in) against (out, in) only broadcasts when N is out":
+            LINEAR_CHECKS + '''
+
+def linear_forward(x, weight, bias):
+    _fits(x, weight, bias)
+    out = (x * weight).sum(dim=-1, keepdim=True)
+    return out if bias is None else out + bias
+''',
         "a ValueError that does not say which sizes clash": '''
 def linear_forward(x, weight, bias):
     if x.shape[-1] != weight.shape[1] or (bias is not None and bias.shape != (weight.shape[0],)):
@@ -251,14 +266,12 @@ def flatten_features(x):
 ''',
     },
     "linear_forward": {
-        "flattens the leading dimensions with flatten(0, -2), which fails on a single example": LINEAR_CHECKS + '''
+        "indexes x[:, ..., None, :], which needs a batch dimension and fails on a single example": LINEAR_CHECKS + '''
 
 def linear_forward(x, weight, bias):
     _fits(x, weight, bias)
-    flat = x.flatten(0, -2) @ weight.T
-    if bias is not None:
-        flat = flat + bias
-    return flat.reshape(*x.shape[:-1], weight.shape[0])
+    out = (x[:, ..., None, :] * weight).sum(dim=-1)
+    return out if bias is None else out + bias
 ''',
     },
     "to_class_labels": {
@@ -530,11 +543,11 @@ def to_class_labels(arr):
 ''',
     },
     "linear_forward": {
-        "an einsum over any leading dimensions": LINEAR_CHECKS + '''
+        "torch.linalg.vecdot over a new axis of x": LINEAR_CHECKS + '''
 
 def linear_forward(x, weight, bias):
     _fits(x, weight, bias)
-    out = torch.einsum("...i,oi->...o", x, weight)
+    out = torch.linalg.vecdot(x[..., None, :], weight)
     return out if bias is None else out + bias
 ''',
         "float64 inside, back to x's dtype, a zero bias for None": '''
@@ -546,7 +559,7 @@ def linear_forward(x, weight, bias):
         bias = torch.zeros(n_out, dtype=x.dtype)
     if bias.dim() != 1 or len(bias) != n_out:
         raise ValueError(f"bias length {bias.shape[0] if bias.dim() else 0} != out_features {n_out}")
-    return (x.double() @ weight.double().mT + bias.double()).to(x.dtype)
+    return ((x.double().unsqueeze(-2) * weight.double()).sum(-1) + bias.double()).to(x.dtype)
 ''',
     },
 }
@@ -664,31 +677,31 @@ def to_class_labels(arr):
 
 def linear_forward(x, weight, bias):
     _fits(x, weight, bias)
-    out = x @ weight  # the weight as if it were (in, out): runs only for a square one
+    out = (x.unsqueeze(-1) * weight).sum(dim=-2)  # the weight as if it were (in, out): runs only for a square one
     return out if bias is None else out + bias
 ''',
         "any leading dimensions": LINEAR_CHECKS + '''
 
 def linear_forward(x, weight, bias):
     _fits(x, weight, bias)
-    out = torch.mm(x.reshape(-1, x.shape[-1]), weight.T).reshape(-1, weight.shape[0])
+    out = (x.reshape(-1, 1, x.shape[-1]) * weight).sum(dim=-1)
     return out if bias is None else out + bias
 ''',
         "features that do not fit": '''
 def linear_forward(x, weight, bias):
     if bias is not None and tuple(bias.shape) != (weight.shape[0],):
         raise ValueError(f"bias has shape {tuple(bias.shape)}, the weight has {weight.shape[0]} outputs")
-    out = x @ weight.T
+    out = (x.unsqueeze(-2) * weight).sum(dim=-1)
     return out if bias is None else out + bias
 ''',
         "a bias that does not fit": '''
 def linear_forward(x, weight, bias):
     if x.shape[-1] != weight.shape[1]:
         raise ValueError(f"x has {x.shape[-1]} features, the weight expects {weight.shape[1]}")
-    out = x @ weight.T
+    out = (x.unsqueeze(-2) * weight).sum(dim=-1)
     return out if bias is None else out + bias
 ''',
-        "by hand": LINEAR_CHECKS + '''
+        "by hand, by broadcasting": LINEAR_CHECKS + '''
 
 def linear_forward(x, weight, bias):
     _fits(x, weight, bias)
