@@ -44,11 +44,17 @@ MODES = {"emulated-cpu-three-threads": {**EMULATED_CPU, **ODD_THREADS}}
 
 
 def test_the_emulation_changes_the_vector_code():
-    """Without this, every test below could pass on a machine where the settings do nothing."""
+    """Without this, every test below could pass on a machine where the settings do nothing.
+
+    The native side is this process (no variable of EMULATED_CPU is set here: checked), drawing from a generator of
+    its own; the emulated side a process of its own (until issue 47 both were, one torch start-up more)."""
+    import torch
+
+    assert not set(EMULATED_CPU) & set(os.environ), "the test process runs with the emulated CPU's settings"
+    generator = torch.Generator().manual_seed(0)
+    native = [torch.backends.cpu.get_cpu_capability(), repr(torch.randn(64, generator=generator).sum().item())]
     probe = ("import torch; print(torch.backends.cpu.get_cpu_capability()); "
              "torch.manual_seed(0); print(repr(torch.randn(64).sum().item()))")
-    native = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
-                            env={k: v for k, v in os.environ.items() if k not in EMULATED_CPU}).stdout.split()
     other = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
                            env=dict(os.environ, **EMULATED_CPU)).stdout.split()
     assert other[0] == "DEFAULT", f"ATEN_CPU_CAPABILITY=default gave {other[0]}"
