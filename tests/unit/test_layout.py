@@ -12,7 +12,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-LIMIT = 450
+LIMIT = 400
 FUNCTION_LIMIT = 70
 
 # module -> (its lines when listed, the most it may have; why it is allowed past LIMIT for now)
