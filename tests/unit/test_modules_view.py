@@ -370,3 +370,37 @@ def test_warm_up_checks_catch_every_wrong_count(description, source):
 def test_warm_up_checks_pass_right_counts(description, source):
     torch.manual_seed(21)
     mv.check_count_answers(_define(source))
+
+
+def test_the_draft_in_the_lesson_is_the_pitfall_table_s():
+    """The lesson's DraftMLP (the code exercise 1 starts from) is the table's DRAFT, word for word but for the name
+    and docstring: the pitfall tests then prove that the code the student is handed fails the visible checks."""
+    import re
+
+    import nbformat
+
+    from autograder import course
+
+    import coursekit as kit
+
+    nb = nbformat.read(course.solution_path("02_modules"), as_version=4)
+    cell = next(c for c in nb.cells if c.cell_type == "code" and "class DraftMLP(" in c.source)
+    assert cell.metadata["pte"]["starting_point_of"] == ["ex-MLP"]
+    given = cell.source.split("\n\n\n")[0].replace("class DraftMLP(", "class MLP(")
+    given = re.sub(r'\n    """.*?"""\n', "", given, count=1, flags=re.S)
+    assert given.strip() == kit.load_pitfall_module("02_modules").DRAFT.strip()
+
+
+def test_check_linear_layers_names_a_partly_registered_model():
+    """A model whose later layers sit in a plain list registers fewer Linears: the check says so."""
+    class Partly(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.first = nn.Linear(4, 8)
+            self.rest = [nn.Linear(8, 3)]
+
+    with pytest.raises(CheckFailed, match=r"(?s)\[\(4, 8\)\].*plain Python list"):
+        mv.check_linear_layers(Partly(), [4, 8, 3], "MLP")
+    with pytest.raises(CheckFailed) as info:   # the wrong sizes, all registered: no list to blame
+        mv.check_linear_layers(nn.Sequential(nn.Linear(4, 7), nn.Linear(7, 3)), [4, 8, 3], "MLP")
+    assert "plain Python list" not in str(info.value)

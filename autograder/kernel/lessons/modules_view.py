@@ -190,8 +190,10 @@ def check_linear_layers(model, sizes: list[int], label: str) -> list[nn.Linear]:
             "list (or dict) are not registered: use nn.Sequential or nn.ModuleList.")
     got = [(lin.in_features, lin.out_features) for lin in linears]
     want = list(zip(sizes[:-1], sizes[1:]))
+    missing = ("\nLikely mistake: a Linear the module cannot see, held in a plain Python list or dict: "
+               "model.parameters() and state_dict() skip it." if len(got) < len(want) else "")
     checks.expect(got == want, f"{label}: the registered Linear layers are {got} (in, out), expected {want}, "
-                               "in this order.")
+                               f"in this order.{missing}")
     return linears
 
 

@@ -21,8 +21,32 @@ _RUNNING_FORWARD = '''
         return x - self.mean
 '''
 
+# The lesson's DraftMLP, handed over (the cell word for word but for the name and docstring:
+# tests/unit/test_modules_view.py): the layers after the first sit in a plain list, F.dropout keeps its default
+# training=True, and a ReLU follows the last layer.
+DRAFT = '''
+class MLP(nn.Module):
+    def __init__(self, sizes, dropout=0.0):
+        super().__init__()
+        self.first = nn.Linear(sizes[0], sizes[1])
+        self.rest = [nn.Linear(a, b) for a, b in zip(sizes[1:-1], sizes[2:])]
+        self.p = dropout
+
+    def forward(self, x):
+        h = self.first(x)
+        for layer in self.rest:
+            h = layer(nn.functional.dropout(torch.relu(h), self.p))
+        return torch.relu(h)
+'''
+
 PITFALLS = {
     "MLP": {
+        "the draft as handed over (three lines wrong)": DRAFT,
+        "the draft with its layers registered, F.dropout still on in eval mode and a ReLU at the end": DRAFT.replace(
+            "self.rest = [", "self.rest = nn.ModuleList([").replace("sizes[2:])]", "sizes[2:])])"),
+        "the draft with its layers registered and dropout following the mode, a ReLU still at the end": DRAFT.replace(
+            "self.rest = [", "self.rest = nn.ModuleList([").replace("sizes[2:])]", "sizes[2:])])").replace(
+            "self.p)", "self.p, self.training)"),
         "layers kept in a plain Python list are not registered": '''
 class MLP(nn.Module):
     def __init__(self, sizes, dropout=0.0):
