@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import torch
 from torch import nn
 
 from .. import checks
+from .spirals import graph_size as kept_graph_nodes  # one walk of the graph for lessons 04 and 09
 
 __all__ = ["make_pinwheel", "kept_graph_nodes", "plot_loss_curves",
            "show_anomaly_report", "check_grad_norm", "total_grad_norm"]
@@ -51,27 +52,6 @@ def make_pinwheel(
     X, y = torch.cat(points), torch.cat(labels)
     order = torch.randperm(len(X), generator=generator)
     return X[order], y[order]
-
-
-def kept_graph_nodes(tensors: torch.Tensor | Iterable) -> int:
-    """How many distinct autograd nodes the given tensors keep alive through their ``grad_fn``.
-
-    Pass one tensor or any iterable of them (a list of logged losses, say); Python numbers
-    and tensors without history count for nothing. Nodes shared by several tensors are
-    counted once, so the result is the size of the graph that stays in memory because of them.
-    """
-    if torch.is_tensor(tensors):
-        tensors = [tensors]
-    # Keep every visited node referenced: an id() is only unique while its object lives.
-    seen: dict[int, object] = {}
-    stack = [t.grad_fn for t in tensors if torch.is_tensor(t) and t.grad_fn is not None]
-    while stack:
-        node = stack.pop()
-        if node is None or id(node) in seen:
-            continue
-        seen[id(node)] = node
-        stack.extend(child for child, _ in node.next_functions)
-    return len(seen)
 
 
 def plot_loss_curves(

@@ -14,6 +14,7 @@ use them are in :mod:`autograder.kernel.lessons.loop_checks`.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from contextlib import contextmanager
 
 import torch
@@ -72,13 +73,14 @@ def spiral_model(hidden: int = 64, dropout: float = 0.1) -> nn.Sequential:
     )
 
 
-def graph_size(t: torch.Tensor) -> int:
-    """How many autograd nodes ``t`` keeps alive through its ``grad_fn`` (0 for a tensor without history)."""
-    if not torch.is_tensor(t) or t.grad_fn is None:
-        return 0
+def graph_size(tensors) -> int:
+    """How many distinct autograd nodes one tensor, or an iterable of them, keeps alive through ``grad_fn``
+    (shared nodes once; numbers and tensors without history count for nothing). Lessons 04 and 09."""
+    if torch.is_tensor(tensors) or not isinstance(tensors, Iterable):
+        tensors = [tensors]
     # Keep every visited node referenced: an id() is only unique while its object lives.
     seen: dict[int, object] = {}
-    stack = [t.grad_fn]
+    stack = [t.grad_fn for t in tensors if torch.is_tensor(t) and t.grad_fn is not None]
     while stack:
         node = stack.pop()
         if node is None or id(node) in seen:
