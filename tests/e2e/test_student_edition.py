@@ -2,11 +2,17 @@
 
 One edition (with its git commit) is built per module and scanned file by file, git objects
 included. A copy in a scratch folder outside the course must then work on its own: `make lab`
-serves headless; through the edition's own `make check`, the notebooks filled with the solutions'
-answers pass every visible check, and an untouched notebook fails only in its test cells. The edition's
+serves headless; through the edition's own `make check`, the first lesson filled with the solutions' answers
+passes every visible check, and an untouched notebook fails only in its test cells. The edition's
 notebooks are the release byte for byte, and the round trip (test_autograde.py) shows every untouched
 release failing only in its test cells, so `make check` runs one untouched notebook (the first lesson's),
-enough to prove it reports one.
+enough to prove it reports one. Every solution passes its visible checks in the course (nbval of
+``solutions/``, ``make test``); what the edition adds for each lesson is that it runs with nothing but the
+edition's package importable, and the kernel code it runs is the course's, copied. So one filled lesson runs
+(until issue 47, all nine did, one kernel each), and for every lesson each ``autograder`` import of its filled
+notebook, and of each package module that loads, is run in the copy's environment (OBSERVE_IMPORTS: Python
+resolves it there, statements inside functions included, which a run of the lesson reaches only when it calls
+them); the exercises and points make check would list are read from the edition's test cells.
 The copy runs on this venv (`VENV=...`, so nothing is installed) with PYTHONPATH pointing at the
 copy and the course's editable install switched off, so nothing of the course can be imported.
 Running the copy's notebooks is marked slow: `make test-quick` keeps the scans.
@@ -207,8 +213,9 @@ def built(tmp_path_factory):
     return dest
 
 
-# the one untouched notebook make check runs (the module docstring says why one)
+# the one untouched notebook and the one filled notebook make check runs (the module docstring says why one each)
 UNTOUCHED = LESSONS[0]
+FILLED = LESSONS[0]
 
 
 def edition_files(root: Path) -> list[Path]:
@@ -254,18 +261,26 @@ def _children_cpu() -> float:
 
 
 @pytest.fixture(scope="module")
-def checked(scratch, lab):
-    """One `make check` over the untouched notebooks (../pristine) and the ones filled with the solutions' answers."""
-    copy = scratch["copy"]
+def filled(scratch):
+    """Every lesson of the copy filled with the solutions' answers: lesson -> its notebook."""
+    notebooks = {}
     for lesson in LESSONS:
-        path = copy / "notebooks" / lesson / f"{lesson}.ipynb"
+        path = notebooks[lesson] = scratch["copy"] / "notebooks" / lesson / f"{lesson}.ipynb"
         solution = nbformat.read(course.solution_path(lesson), as_version=4)
         nbformat.write(kit.fill_answers(nbformat.read(path, as_version=4), solution), path)
+    return notebooks
+
+
+@pytest.fixture(scope="module")
+def checked(scratch, filled, lab):
+    """One `make check` over the untouched notebook (../pristine) and the one of FILLED (the docstring says why one)."""
+    copy = scratch["copy"]
     report = scratch["root"] / "check.json"
     jobs = max(2, min(4, os.cpu_count() or 2))
     start, cpu = time.monotonic(), _children_cpu()
+    notebooks = f"{filled[FILLED].relative_to(copy)} {scratch['pristine']}"
     proc = subprocess.run(["make", "--no-print-directory", "check", f"VENV={scratch['venv']}",
-                           f"NOTEBOOKS=notebooks {scratch['pristine']}", f"CHECK_ARGS=--jobs {jobs} --json {report}"],
+                           f"NOTEBOOKS={notebooks}", f"CHECK_ARGS=--jobs {jobs} --json {report}"],
                           cwd=copy, env=scratch["env"], capture_output=True, text=True, timeout=1200)
     TIMINGS["make check"] = time.monotonic() - start
     TIMINGS["make check, CPU s"] = _children_cpu() - cpu
@@ -275,10 +290,79 @@ def checked(scratch, lab):
         kernel_tally.tally.record("cold")
     TIMINGS["notebooks (s)"] = {r["notebook"]: r["seconds"] for r in reports}
     by_path = {(copy / r["notebook"]).resolve(): r for r in reports}
-    return {"proc": proc,
-            "filled": {lesson: by_path[(copy / "notebooks" / lesson / f"{lesson}.ipynb").resolve()]
-                       for lesson in LESSONS},
+    assert len(by_path) == 2, reports
+    return {"proc": proc, "filled": {FILLED: by_path[filled[FILLED].resolve()]},
             "untouched": {UNTOUCHED: by_path[(scratch["pristine"] / UNTOUCHED / f"{UNTOUCHED}.ipynb").resolve()]}}
+
+
+# Run in the copy's environment: every `autograder` import statement of the notebooks given, and of each module of
+# the package that they load (statements inside functions included), the way Python resolves it there.
+OBSERVE_IMPORTS = '''
+import ast, importlib, json, sys
+from pathlib import Path
+
+import nbformat
+
+copy = Path(sys.argv[1]).resolve()
+
+
+def parse(source):
+    return ast.parse("\\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines()))
+
+
+def statements(tree, package):
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from ((alias.name, None) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
+            yield from ((base, alias.name) for alias in node.names)
+
+
+def run(module, name):
+    found = importlib.import_module(module)
+    if name not in (None, "*") and not hasattr(found, name):
+        importlib.import_module(f"{module}.{name}")
+
+
+found, seen = {}, set()
+for path in sys.argv[2:]:
+    failed = found.setdefault(Path(path).stem, {"failed": [], "loaded": [], "ran": []})
+    todo = [(parse(c.source), "") for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+    while todo:
+        tree, package = todo.pop()
+        for module, name in statements(tree, package):
+            if module.split(".")[0] == "autograder":
+                failed["ran"].append(f"{module} import {name}")
+                try:
+                    run(module, name)
+                except Exception as exc:
+                    failed["failed"].append(f"{module} import {name}: {type(exc).__name__}: {exc}")
+        for loaded, module in sorted(sys.modules.items()):
+            if loaded.split(".")[0] == "autograder" and loaded not in seen:
+                seen.add(loaded)
+                failed["loaded"].append(loaded)
+                file = Path(module.__file__).resolve()
+                if copy not in file.parents:
+                    failed["failed"].append(f"{loaded} loaded from {file}")
+                    continue
+                todo.append((parse(file.read_text()), loaded if file.name == "__init__.py" else
+                             loaded.rpartition(".")[0]))
+print(json.dumps(found))
+'''
+
+
+@pytest.fixture(scope="module")
+def imports_observed(scratch, filled):
+    """What OBSERVE_IMPORTS found for each filled notebook: lesson -> statements that failed, modules it loaded first,
+    statements it ran."""
+    done = subprocess.run([sys.executable, "-c", OBSERVE_IMPORTS, str(scratch["copy"]), *map(str, filled.values())],
+                          cwd=scratch["root"], env=scratch["env"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout)
 
 
 # ---------------------------------------------------------------- what ships, what does not
@@ -331,6 +415,9 @@ def test_edition_holds_what_students_need(built):
     assert sorted(p.name for p in (built / "autograder").iterdir()) == ["__init__.py", "kernel"]
     assert kernel_modules(built) == reachable_modules(built), "ship what the lessons and make check import, no more"
     assert {"__init__", "checks", "selfcheck"} <= kernel_modules(built)
+    for path in (built / "autograder" / "kernel").rglob("*.py"):   # what the lessons run is the course's code
+        where = path.relative_to(built)
+        assert path.read_bytes() == (kit.REPO / where).read_bytes(), f"{where} differs from the course's"
     assert (built / "data" / "README.md").is_file()
     data = {p.name for p in (kit.REPO / "data").iterdir() if p.is_file() and p.suffix != ".py"}
     assert data <= {p.name for p in (built / "data").iterdir()}
@@ -461,15 +548,31 @@ def test_untouched_notebook_fails_only_in_test_cells(checked):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("lesson", LESSONS)
-def test_solutions_pass_every_visible_check(checked, lesson):
-    report = checked["filled"][lesson]
+def test_solutions_pass_every_visible_check(checked):
+    report = checked["filled"][FILLED]
     assert report["status"] == "ran", report["problem"]
     failed = {c["grade_id"]: c["message"] for c in report["checks"] if not c["passed"]}
-    assert not failed, f"{lesson}: the solutions' answers fail visible checks: {failed}"
+    assert not failed, f"{FILLED}: the solutions' answers fail visible checks: {failed}"
     assert not report["other_errors"], report["other_errors"]
-    solution = kit.exercises(nbformat.read(course.solution_path(lesson), as_version=4))
+    solution = kit.exercises(nbformat.read(course.solution_path(FILLED), as_version=4))
     assert {c["exercise"]: c["points"] for c in report["checks"]} == {n: e["points"] for n, e in solution.items()}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_every_lesson_imports_only_the_edition(imports_observed, filled, lesson):
+    """What running each filled lesson in the copy showed before issue 47, short of FILLED's run: every
+    ``autograder`` import of the lesson (answers and test cells) and of each module it loads resolves, in the copy's
+    environment, to the copy's package; and make check's table for it would list the solution's exercises and points
+    (read from the edition's test cells as selfcheck.check_notebook reads them)."""
+    observed = imports_observed[lesson]
+    assert not observed["failed"], f"{lesson} in the edition: {observed['failed']}"
+    assert observed["ran"], f"{lesson}: no autograder import found to run"
+    cells = [c for c in nbformat.read(filled[lesson], as_version=4).cells if protocol.is_test_cell(c)]
+    listed = {protocol.exercise_of(str(protocol.nbgrader_meta(c)["grade_id"])): protocol.nbgrader_meta(c)["points"]
+              for c in cells}
+    solution = kit.exercises(nbformat.read(course.solution_path(lesson), as_version=4))
+    assert listed == {n: e["points"] for n, e in solution.items()}, lesson
 
 
 @pytest.mark.slow
@@ -477,9 +580,8 @@ def test_make_check_prints_the_table(checked):
     out = checked["proc"].stdout
     assert checked["proc"].returncode != 0, "untouched notebooks fail, so make check must too"
     assert "Hidden tests run when your work is graded" in out
-    for lesson in LESSONS:
-        for check in checked["filled"][lesson]["checks"]:
-            assert re.search(rf"^{lesson}\s+{check['exercise']}\s+{check['points']}\s+passed$", out, re.M), out
+    for check in checked["filled"][FILLED]["checks"]:
+        assert re.search(rf"^{FILLED}\s+{check['exercise']}\s+{check['points']}\s+passed$", out, re.M), out
     print(f"\nstudent edition timings: {json.dumps(TIMINGS, indent=1)}")
 
 
