@@ -274,17 +274,6 @@ def test_templates_keyed_by_thread_count(warm_run, templates):
     assert pool.template_key(env) == pool.template_key({**env, "JPY_SESSION_NAME": "x", "PTE_KERNEL_ONLY": "y"})
 
 
-def test_a_killed_template_is_replaced(templates, records):
-    env = other_threads(os.environ)
-    dead = templates["omp"]
-    os.kill(dead.pid, signal.SIGKILL)
-    dead.proc.wait(30)
-    answer, _ = probe(env=env)
-    assert answer["torch_preloaded"] and answer["ppid"] != dead.pid
-    assert "autograder.warm.template" in answer["parent_cmdline"]
-    assert any(f"template {dead.pid} ended" in m for m in records.messages)
-
-
 def test_a_template_ends_with_its_launchers_socket(templates):
     template = templates["thread"]
     asyncio.run(template.wait_ready())
@@ -327,21 +316,27 @@ def test_the_relay_ends_as_its_kernel_ended(signum):
     assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signum, os.waitstatus_to_exitcode(status)
 
 
-def test_ports_are_chosen_once_the_template_is_ready(templates, tmp_path):
-    """A kernel's TCP ports are chosen free (bound and closed) before its launch and bound by the kernel as it
+def test_a_killed_template_is_replaced_and_ports_are_chosen_once_it_is_ready(templates, records, tmp_path):
+    """A template that died is replaced when a kernel asks for it: the kernel forks from the new one.
+
+    A kernel's TCP ports are chosen free (bound and closed) before its launch and bound by the kernel as it
     starts. Chosen while a new template still imports torch (seconds, a minute on a loaded machine), any
     process could take one in between, and the kernel died before replying to kernel_info: a CI run lost all
     of lesson 01 in one nbval run so, the first kernel of that run's template. The provisioner waits for its
-    template before the ports are chosen. Here a port seen before the template is ready is taken, as that
-    other process did; the kernel must still answer."""
-    env = {**os.environ, "PTE_WARM_TEST_RUN": f"ports {os.getpid()} {time.time()}"}   # a key of its own
-    before = set(pool._templates)
+    template before the ports are chosen. Here the kernel asks for the killed template's key, so its template
+    is a new one, still importing; a port seen before it is ready is taken, as that other process did; the
+    kernel must still answer."""
+    env = other_threads(os.environ)
+    dead = templates["omp"]
+    before = {id(template) for template in pool._templates.values()}
+    os.kill(dead.pid, signal.SIGKILL)
+    dead.proc.wait(30)
     taken: list = []
 
     async def take_early_ports(km):
         while not km.shell_port:
             await asyncio.sleep(0.002)
-        new = [template for key, template in pool._templates.items() if key not in before]
+        new = [template for template in pool._templates.values() if id(template) not in before]
         for template in new:
             template.drain()
         if not new or new[0].ready is None:
@@ -355,20 +350,24 @@ def test_ports_are_chosen_once_the_template_is_ready(templates, tmp_path):
         await asyncio.gather(km.start_kernel(cwd=str(tmp_path), env=env), take_early_ports(km))
         kc = km.client()
         kc.start_channels()
+        chunks: list = []
         try:
             await kc.wait_for_ready(timeout=TIMEOUT)
-            reply = await kc.execute_interactive("import torch", timeout=TIMEOUT)
-            return reply["content"]["status"], km.provisioner.process
+            reply = await kc.execute_interactive(PROBE, timeout=TIMEOUT, output_hook=chunks.append)
+            text = "".join(m["content"]["text"] for m in chunks if m["msg_type"] == "stream")
+            return reply["content"]["status"], km.provisioner.process, text
         finally:
             kc.stop_channels()
             await km.shutdown_kernel(now=True)
 
     try:
-        status, process = asyncio.run(start())
+        status, process, text = asyncio.run(start())
     finally:
         for thief in taken:
             thief.close()
-        for key in set(pool._templates) - before:
-            pool._templates.pop(key).close(wait_s=1.0)
     assert not taken, "the kernel's ports were chosen while its template was still importing"
-    assert status == "ok" and isinstance(process, pool.ForkedProcess)
+    assert status == "ok" and isinstance(process, pool.ForkedProcess), (status, text)
+    answer = json.loads(text)
+    assert answer["torch_preloaded"] and answer["ppid"] != dead.pid
+    assert "autograder.warm.template" in answer["parent_cmdline"]
+    assert any(f"template {dead.pid} ended" in m for m in records.messages)
