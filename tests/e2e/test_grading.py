@@ -1,8 +1,12 @@
 """The grading command against a synthetic class: honest students, attacks, crashes, bad files.
 
 Lesson 01 has five 2-point exercises. Each synthetic student starts from the correct
-answers and changes one thing; the table says which status and per-exercise scores the
-change must produce. Honest students' grades must not move whatever the others do.
+answers and changes one thing (``tampered-four-ways``: one in each of four test cells, each
+found and costing its own exercise); the table says which status and per-exercise scores the
+change must produce. Honest students' grades must not move whatever the others do. One
+regrade, killed midway and run again, proves a rerun, its repeatability and the manual
+grades it keeps. The battery graded once is the file's cost (issue 47): a case another
+proves is not added (output floods: test_flood.py too; spinning children: the fork bomb).
 """
 from __future__ import annotations
 
@@ -116,11 +120,6 @@ LEGITIMATE_STYLES = {
 }
 FORK_BOMB = ("def linear_forward(x, weight, bias):\n    import os\n    while True:\n        try:\n"
              "            os.fork()\n        except OSError:\n            pass\n")
-CPU_HOG = ("import multiprocessing as _mp\n"
-           "def _spin():\n    while True:\n        pass\n"
-           "def linear_forward(x, weight, bias):\n"
-           "    for _ in range(4):\n        _mp.get_context('fork').Process(target=_spin, daemon=True).start()\n"
-           "    while True:\n        pass\n")
 
 
 def answers(**overrides):
@@ -166,13 +165,14 @@ CASES = {
         "    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()\n")),
         # the demo after the answer calls shares_storage, so every later cell is blanked: no test observes anything
         None, "graded", ZERO),
-    "delete-test-cell": (answers(), "delete:test_shares_storage", "tampered", dict(FULL, shares_storage=0.0)),
-    "edit-test-cell": (answers(flatten_features=WRONG_FLATTEN), "edit:test_flatten_features", "tampered",
-                       dict(FULL, flatten_features=0.0)),
-    "duplicate-grade-id": (answers(linear_forward=WRONG_LINEAR), "duplicate:test_linear_forward", "tampered",
-                           dict(FULL, linear_forward=0.0)),
-    "rename-grade-id": (answers(to_class_labels=WRONG_LABELS), "rename:test_to_class_labels", "tampered",
-                        dict(FULL, to_class_labels=0.0)),
+    # four tamperings, one per test cell (each cell is canonicalised on its own: each is found, each costs its
+    # exercise, none moves another's): a student apiece until issue 47
+    "tampered-four-ways": (answers(flatten_features=WRONG_FLATTEN, linear_forward=WRONG_LINEAR,
+                                   to_class_labels=WRONG_LABELS),
+                           "delete:test_shares_storage edit:test_flatten_features duplicate:test_linear_forward "
+                           "rename:test_to_class_labels", "tampered",
+                           dict(FULL, shares_storage=0.0, flatten_features=0.0, linear_forward=0.0,
+                                to_class_labels=0.0)),
     "infinite-loop": (answers(linear_forward="def linear_forward(x, weight, bias):\n    while True:\n        pass\n"),
                       None, "timeout", dict(FULL, linear_forward=0.0)),
     "ignores-sigint": (answers(linear_forward=(
@@ -180,7 +180,6 @@ CASES = {
         "    signal.signal(signal.SIGINT, signal.SIG_IGN)\n    while True:\n        pass\n")),
         None, "timeout", dict(FULL, linear_forward=0.0)),
     "fork-bomb": (answers(linear_forward=FORK_BOMB), None, None, dict(FULL, linear_forward=0.0)),
-    "cpu-hog": (answers(linear_forward=CPU_HOG), None, None, dict(FULL, linear_forward=0.0)),
     "os-exit": (answers(linear_forward="def linear_forward(x, weight, bias):\n    import os\n    os._exit(1)\n"),
                 None, "kernel-died", dict(FULL, linear_forward=0.0)),
     "memory-hog": (answers(linear_forward=(
@@ -200,7 +199,8 @@ CASES = {
     "renamed-notebook": (answers(), "rename-file", "missing", ZERO),
     "empty-folder": (answers(), "empty", "missing", ZERO),
 }
-# the fork bomb and the CPU hog end either at the memory cap (their copies count) or at the time limits
+# the fork bomb ends either at the memory cap (its copies count) or at the time limits. Its copies spin beside the
+# kernel as a CPU hog's children would: a CPU hog of its own (4 spinning processes) proved nothing more (issue 47)
 FORK_BOMB_STATUSES = {"memory-limit", "timeout"}
 
 
@@ -259,8 +259,10 @@ def build_submission(release_nb, solution_nb, overrides, surgery):
             "    return torch.tensor(arr, dtype=torch.long)")
         rewritten["id"] = "student-rewrite"
         nb.cells[index] = rewritten
-    if surgery and ":" in surgery:
-        action, grade_id = surgery.split(":", 1)
+    for step in (surgery or "").split():
+        if ":" not in step:
+            continue
+        action, grade_id = step.split(":", 1)
         index = next(i for i, c in enumerate(nb.cells) if kit.nbgrader_meta(c).get("grade_id") == grade_id)
         cell = nb.cells[index]
         if action == "delete":
@@ -285,8 +287,9 @@ BATTERY_SCRATCH = Path(tempfile.gettempdir()) / f"pte-battery-{os.getpid()}"
 
 # Lesson 01's slowest honest cell takes well under a second on an idle machine (0.16 s); 5 s leaves room for a
 # loaded `make test`, and a timeout beside other submissions is confirmed alone anyway. Each submission that times
-# out (the loops, the hogs, the fork bomb) holds a core for this long twice, beside the others and alone: at 10 s
-# (until issue 47) the four of them held a core for about 80 s of the suite.
+# out (the loops, the memory hog, the fork bomb) holds a core for this long twice, beside the others and alone: at
+# 10 s (until issue 47) four of them held a core for about 80 s of the suite. Not shorter: on a 2-core machine at a
+# load of 26, long-debug-print's honest cell ran past 5 s even alone.
 CELL_TIMEOUT_S = 5
 
 
@@ -439,6 +442,10 @@ def test_every_submission_gets_its_status(graded_class):
         if status != "graded":
             assert reason, f"{student}: status {status} without a reason"
     assert "my_work.ipynb" in statuses["renamed-notebook"][1]
+    for finding in ("graded cell 'test_shares_storage' was deleted", "locked cell 'test_flatten_features' was edited",
+                    "graded test cell 'test_linear_forward' appears more than once",
+                    "unknown grade id 'test_to_class_labels_renamed'"):
+        assert finding in statuses["tampered-four-ways"][1], statuses["tampered-four-ways"]
     assert "not valid JSON" in statuses["corrupt-json"][1]
 
 
@@ -524,12 +531,12 @@ def test_sandbox_hides_course_and_network(graded_class, listener):
     assert not hits, "a submission connected to a loopback server"
 
 
-def test_fork_bomb_and_cpu_hog_are_contained(graded_class):
+def test_fork_bomb_is_contained(graded_class):
     """The fork bomb stopped at its caps, nothing of it outlived grading, and the neighbours were graded."""
     _, _, _, report = graded_class
     by_student = {s["student"]: s for s in report["submissions"]}
-    assert {by_student["fork-bomb"]["status"], by_student["cpu-hog"]["status"]} <= FORK_BOMB_STATUSES
-    assert by_student["fork-bomb"]["score"] == 8.0 and by_student["cpu-hog"]["score"] == 8.0
+    assert by_student["fork-bomb"]["status"] in FORK_BOMB_STATUSES
+    assert by_student["fork-bomb"]["score"] == 8.0
     survivors = battery_survivors()
     assert not survivors, f"sandboxed processes outlived grading: {survivors}"
     honest = [s for s in report["submissions"] if s["student"] in ("honest-solution", "legitimate-styles")]
@@ -541,18 +548,28 @@ def test_gradebook_backed_up(graded_class):
     assert report["gradebook_backup"] and Path(report["gradebook_backup"]).is_file()
 
 
-def test_regrade_is_repeatable_and_keeps_manual_grades(graded_class):
-    """Grading again gives the same automatic scores and leaves an instructor's manual score alone."""
+def test_a_killed_regrade_can_be_rerun_and_keeps_manual_grades(graded_class):
+    """A regrade killed midway, then run again: the rerun is not refused, gives the same automatic scores, and
+    leaves an instructor's manual score alone (set before the killed run, so neither run may overwrite it)."""
     root, cases, _, _ = graded_class
     from nbgrader.api import Gradebook
 
-    subset = ["honest-solution", "honest-untouched", "edit-test-cell"]
+    subset = ["honest-solution", "honest-untouched", "tampered-four-ways"]
+    students = [arg for student in subset for arg in ("--student", student)]
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
         grade = gb.find_grade("test_shares_storage", LESSON, LESSON, "honest-untouched")
         grade.manual_score = 1.5
         gb.db.commit()
-    again = run_grade(root, *(arg for student in subset for arg in ("--student", student)))
-    assert again.returncode == 3, again.stderr
+    cmd = [sys.executable, "-m", "autograder", "grade", "--course", str(root), "--jobs", "2", *students]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    time.sleep(4)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    again = run_grade(root, *students)
+    assert again.returncode == 3, again.stderr   # tampered again: nothing else needs attention
+    rerun = json.loads((root / "grading-report.json").read_text())["submissions"]
+    statuses = {s["student"]: s["status"] for s in rerun}
+    assert statuses == {s: cases[s][2] for s in subset}, again.stderr
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
         grade = gb.find_grade("test_shares_storage", LESSON, LESSON, "honest-untouched")
         assert grade.score == 1.5, "the regrade overwrote the instructor's manual score"
@@ -562,20 +579,6 @@ def test_regrade_is_repeatable_and_keeps_manual_grades(graded_class):
     assert {s: recorded[s] for s in subset} == {s: cases[s][3] for s in subset}
     rows = {r["student_id"]: r for r in csv.DictReader((root / "grades.csv").read_text().splitlines())}
     assert float(rows["honest-untouched"]["score"]) == 1.5, "the export after the regrade shows the manual score"
-
-
-def test_killed_run_can_be_rerun(graded_class):
-    root, _, _, _ = graded_class
-    cmd = [sys.executable, "-m", "autograder", "grade", "--course", str(root), "--jobs", "2",
-           "--student", "honest-solution", "--student", "patch-torch-top-level"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-    time.sleep(4)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    again = run_grade(root, "--student", "honest-solution", "--student", "patch-torch-top-level")
-    assert again.returncode == 0, again.stderr
-    recorded = scores_by_exercise(root)
-    assert recorded["honest-solution"] == FULL
 
 
 @pytest.mark.parametrize("args,message", [
