@@ -82,7 +82,7 @@ from autograder.kernel.vocabulary import protocol
 from autograder.warm.__main__ import SPEC_DIR as WARM_SPEC
 
 import coursekit as kit
-from browser_figures import STARTUP
+from browser_figures import STARTUP, WALKED, WIDGET_FALLBACK
 
 LESSONS = course.lessons()
 ARTIFACTS = Path(os.environ.get("PTE_ARTIFACTS") or kit.REPO / ".artifacts") / "browser"
@@ -117,9 +117,6 @@ UNKNOWN_CONTROLS = ("input:not([type=checkbox]):not([type=radio]), textarea, .wi
 # what a control's own DOM is: left out of the "did the output change" signature
 CONTROL_ROOTS = (".widget-slider, .widget-dropdown, .widget-select, button, .widget-checkbox, "
                  ".widget-toggle-buttons, .widget-radio-box, .widget-text, .widget-textarea, .widget-play")
-WIDGET_FALLBACK = re.compile(r"Loading widget\.\.\.|Error displaying widget|"
-                             r"^(VBox|HBox|Box|Output|IntSlider|FloatSlider|Dropdown|Button|Image|Label)"
-                             r"\((children|value|description|layout|options|outputs)=", re.M)
 
 JS_STATE = """() => {
   const nb = document.querySelector('%s');
@@ -604,7 +601,13 @@ class Walk:
         by_count = {cell.get("execution_count"): i for i, cell in enumerate(self.nb.cells)
                     if cell.cell_type == "code" and cell.get("execution_count") is not None}
         seen = set()
+        installed = [entry for entry in entries if entry.get("installed")
+                     and Path(entry["notebook"]).resolve() == path.resolve()]
+        if not installed:
+            self.problem("the figure audit was not installed in this notebook's kernel (tests/support/browser_figures.py)")
         for entry in entries:
+            if entry.get("installed"):
+                continue
             if Path(entry["notebook"]).resolve() != path.resolve():
                 continue
             index = by_count.get(entry["execution_count"])
@@ -807,7 +810,28 @@ class Walk:
         self.timings["release_total_s"] = round(time.monotonic() - started, 1)
 
 
-@pytest.mark.parametrize("lesson", LESSONS)
+def test_the_walked_lessons_show_every_widget_kind():
+    """The lessons walked here show every kind of widget that any lesson's solution stores, and figures both ways.
+
+    The widget models each solution's stored outputs hold (``make release`` stores them) are the kinds a student
+    sees; a lesson that brings one the walked lessons lack (a new control, say) must be walked too (WALKED).
+    """
+    def kinds(lesson: str) -> set[str]:
+        nb = nbformat.read(course.solution_path(lesson), as_version=4)
+        state = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {})
+        found = {model["model_name"] for model in state.get("state", {}).values()}
+        if any("image/png" in out.get("data", {}) for cell in nb.cells for out in cell.get("outputs", [])):
+            found.add("a figure inline")
+        return found
+    every = course.lessons(narrowed=False)
+    assert set(WALKED) <= set(every), f"WALKED names lessons the course lacks: {set(WALKED) - set(every)}"
+    shown = set().union(*(kinds(lesson) for lesson in WALKED))
+    missing = {lesson: sorted(kinds(lesson) - shown) for lesson in every if kinds(lesson) - shown}
+    assert not missing, f"widget kinds no walked lesson shows (add the lesson to browser_figures.WALKED): {missing}"
+    assert {"a figure inline", "ImageModel"} <= shown, "the walked lessons show no figure inline or in an image widget"
+
+
+@pytest.mark.parametrize("lesson", [lesson for lesson in LESSONS if lesson in WALKED])
 def test_lesson_in_jupyterlab(lesson, lab, page, timings):
     walk = Walk(page, lab, lesson, timings)
     started = time.monotonic()

@@ -1,4 +1,5 @@
-"""Is a matplotlib figure accessible: a title, and every axis labelled? Shared by test_figures and test_browser.
+"""Is a matplotlib figure accessible: a title, and every axis labelled? Shared by test_figures, test_browser and
+test_lesson_outputs, with what the last two share: the lessons the browser walks and a widget's text repr.
 
 A figure passes when it has a title (``fig.suptitle`` or a title on every panel) and every visible
 axes has both axes labelled. An axis counts as labelled when it has a label, when it shows no tick
@@ -7,7 +8,8 @@ with their axis turned off and colorbars need nothing.
 
 ``STARTUP`` is an IPython startup file: in a kernel it records every figure rendered to an image
 (the inline backend, ``savefig`` to PNG for an image widget) that fails the audit, as a JSON line
-in ``$PTE_FIGURE_AUDIT``, with the notebook (``$JPY_SESSION_NAME``) and the execution count.
+in ``$PTE_FIGURE_AUDIT``, with the notebook (``$JPY_SESSION_NAME``) and the execution count. It first writes
+one line saying it is installed (``"installed": true``), so that an audit that never ran cannot pass.
 """
 from __future__ import annotations
 
@@ -15,6 +17,15 @@ import re
 
 from autograder.kernel.private_apis import COLORBAR, SUPTITLE, get
 
+# The lessons test_browser.py walks in JupyterLab: together they show every kind of widget the course has (01: the
+# dropdowns, HTML and image of the stride explorer; 03: the batch pager's slider, button, label and image, and a
+# progress bar; 06: the error gallery's dropdown and Output), figures inline and in image widgets. Every other
+# lesson is test_lesson_outputs.py's; test_browser.py::test_the_walked_lessons_show_every_widget_kind guards this.
+WALKED = ("01_tensors_and_views", "03_data_loading", "06_reading_errors")
+# a widget shown as something other than itself: JupyterLab's placeholders, or a widget's text repr
+WIDGET_FALLBACK = re.compile(r"Loading widget\.\.\.|Error displaying widget|"
+                             r"^(VBox|HBox|Box|Output|IntSlider|FloatSlider|Dropdown|Button|Image|Label)"
+                             r"\((children|value|description|layout|options|outputs)=", re.M)
 NUMBER = re.compile(r"^[\s−\-+]*[\d.,]+(e[−\-+]?\d+)?\s*%?$|^\$.*\$$|^$", re.I)
 
 
@@ -103,6 +114,9 @@ def _pte_install_figure_audit():
 
     if os.environ.get("PTE_FIGURE_AUDIT"):
         FigureCanvasBase.print_figure = print_figure
+        with open(os.environ["PTE_FIGURE_AUDIT"], "a") as log:
+            log.write(json.dumps({{"installed": True, "notebook": os.environ.get("JPY_SESSION_NAME", ""),
+                                  "pid": os.getpid()}}) + "\n")
 
 
 _pte_install_figure_audit()
