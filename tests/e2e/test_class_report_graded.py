@@ -5,15 +5,17 @@ One class of lesson 01 is graded once for the module (the grading command, sandb
 plus two earlier runs of the feedback service's course folder for two students' attempts (each grading the
 attempt's students alone, as the service does). The students:
 
-- three honest ones (the solutions);
+- ``honest-a``: the solutions (two more, until issue 47, only made the predictions' right answers: others do);
 - ``mistakes-J``: the J-th listed pitfall of every exercise that has one (tests/course/pitfalls), and
   ``mistakes-0-again`` the first ones again, so each listed mistake is made by a known number of students;
-- ``hidden-only``: the two wrong answers of the table that pass every visible check and fail a hidden one;
+- ``hidden-only``: the wrong answers of the table that pass every visible check and fail a hidden one (one per
+  exercise past the first two, which the attempts use);
 - ``leaky``: a to_class_labels that fails only a hidden check this test plants in the scratch course's solution
   (its label and values are distinctive: neither may reach the page), and prints distinctive text;
 - ``retry-1`` (wrong, then right) and ``retry-2`` (a mistake in its one attempt, then once more in the class run);
 - a prediction cell added to the scratch solution (its answer stripped from the release); five students write
-  predictions: three right (a tuple or a list), one wrong, one unreadable (a call).
+  predictions: three right (a tuple or a list; ``honest-a``, ``retry-1``, ``hidden-only``), one wrong, one unreadable
+  (a call).
 """
 from __future__ import annotations
 
@@ -46,7 +48,8 @@ PLANTED_HINT = "class numbers in the tens of thousands stay exact."
 KERNEL_TEXT = "KERNEL-SAID-3141"
 LEAKY_CELL = f"planted_probe = [88772, 66123]\nprint('{KERNEL_TEXT}')\n"   # the planted check's value, wrong
 PREDICTION = {"id": f"{LESSON}:probe", "kind": "shape", "answer": [2, 3]}
-PREDICTED = {"honest-a": "(2, 3)", "honest-b": "(2, 3)", "honest-c": "[2, 3]", "mistakes-0": "(3, 2)",
+# the right answer by three students (two tuples, a list: one answer), whatever their exercises earn
+PREDICTED = {"honest-a": "(2, 3)", "retry-1": "(2, 3)", "hidden-only": "[2, 3]", "mistakes-0": "(3, 2)",
              "mistakes-1": "torch.Size([2, 3])"}
 MIN_GROUP = 2
 
@@ -75,7 +78,7 @@ FIRST, SECOND = EXERCISES[0], EXERCISES[1]
 HIDDEN = {ex: next(iter(answers.values())) for ex, answers in HIDDEN_ONLY.items()
           if f"test_{ex}" in TESTS and ex not in (FIRST, SECOND)}
 # student -> (exercise -> wrong answer): the class as graded at the end
-CLASS = {"honest-a": {}, "honest-b": {}, "honest-c": {},
+CLASS = {"honest-a": {},
          **{f"mistakes-{j}": mistakes(j) for j in range(max(len(PITFALLS[ex]) for ex in EXERCISES))},
          "mistakes-0-again": mistakes(0), "hidden-only": HIDDEN, "leaky": {},
          "retry-1": {}, "retry-2": {SECOND: mistakes(0)[SECOND]}}
