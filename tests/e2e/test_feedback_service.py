@@ -1,6 +1,9 @@
-"""Feedback on submit through nbgrader's real exchange (autograder/service): students submit with
-``nbgrader submit`` and read what ``nbgrader fetch_feedback`` brings back; no hub in between (the hub, its
-proxy and the browser are tests/e2e/test_hub.py).
+"""Feedback on submit through nbgrader's real exchange (autograder/service): a student submits with
+``nbgrader submit`` and reads what ``nbgrader fetch_feedback`` brings back; no hub in between (the hub, its
+proxy and the browser are tests/e2e/test_hub.py). Her classmates' submissions are copies of one nbgrader wrote
+(their own names and secrets), their pages read where fetch_feedback finds them (the page of the submission's
+secret in the exchange's feedback/): one nbgrader start a step, not one a student (fetch_assignment and the
+whole plain cycle are tests/e2e/test_exchange.py's).
 
 One student submits a wrong answer and fetches feedback that names the failed hidden check's hint and none of
 its values, and no points (the course hides the score of this lesson: ``c.PTEFeedback.hide_score``); resubmits
@@ -12,9 +15,10 @@ first. The service grades in a course folder of its own: the course's gradebook 
 Then the service runs as a process, as on a hub, with the latest feedback grade counting
 (``c.PTEFeedback.latest_grade_counts``, which needs an identity the service trusts: here ``hub``, the inbound
 entries owned by the service's user, as the hub's exchange writes them) and the score shown: it is killed
-(SIGKILL) while it grades one submission and another waits, and started again: what was left of the killed
-run is ended, both submissions are graded and released once, with full marks and the score on the page, and
-their grades are the course's official ones (its gradebook, grades.csv, submitted/ and autograded/).
+(SIGKILL) while it grades one submission and another waits, and started again (two a batch now: one run): what
+was left of the killed run is ended, both submissions are graded and released once, with full marks and the
+score on the page, and their grades are the course's official ones (its gradebook, grades.csv, submitted/ and
+autograded/).
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ import csv
 import html as htmllib
 import os
 import re
+import secrets
 import shutil
 import signal
 import sqlite3
@@ -78,6 +83,27 @@ def feedback_of(home: Path, exchange: Path, user: str) -> list[str]:
     return [htmllib.unescape(re.sub(r"<[^>]+>", " ", page.read_text())) for page in pages]
 
 
+def page_of(exchange: Path, inbound: Path) -> str:
+    """The text of the feedback page of the submission in ``inbound`` (the exchange's inbound entry), where the
+    student's fetch_feedback finds it: the page named by the submission's secret (nbgrader's notebook_hash)."""
+    from nbgrader.utils import notebook_hash
+
+    secret = (inbound / "submission_secret.txt").read_text().strip()
+    page = exchange / COURSE_ID / "feedback" / f"{notebook_hash(secret=secret, notebook_id=LESSON)}.html"
+    return htmllib.unescape(re.sub(r"<[^>]+>", " ", page.read_text())) if page.is_file() else ""
+
+
+def classmate(model: Path, user: str, notebook: nbformat.NotebookNode | None = None) -> Path:
+    """A submission of ``user`` in inbound/, as ``nbgrader submit`` leaves one: a copy of ``model`` (one it
+    wrote) in the classmate's name, with a secret of their own and ``notebook`` in place of the model's."""
+    target = model.parent / "+".join([user, *model.name.split("+")[1:]])
+    shutil.copytree(model, target)
+    (target / "submission_secret.txt").write_text(secrets.token_hex(16))
+    if notebook is not None:
+        nbformat.write(notebook, target / f"{LESSON}.ipynb")
+    return target
+
+
 def inbound_of(exchange: Path, user: str) -> list[Path]:
     return sorted(p for p in (exchange / COURSE_ID / "inbound").iterdir() if p.name.startswith(f"{user}+"))
 
@@ -110,15 +136,9 @@ def test_feedback_on_submit(tmp_path):
     exchange = tmp_path / "exchange"
     exchange.mkdir()
     nbgrader(root, exchange, "release_assignment", LESSON)
-    homes = {user: tmp_path / user for user in ("ann", "bob", "cat", "dan", "eve")}
-    # ann fetches the release through the exchange; the others get a copy of what she fetched (the same files):
-    # one nbgrader start instead of five (until issue 47), fetching is test_exchange.py's
-    for user, home in homes.items():
-        home.mkdir()
-        if user == "ann":
-            nbgrader(home, exchange, "fetch_assignment", LESSON, user=user)
-        else:
-            shutil.copytree(homes["ann"] / LESSON, home / LESSON)
+    ann = tmp_path / "ann"
+    # what fetch_assignment writes (a copy of the exchange's outbound release): fetching is test_exchange.py's
+    shutil.copytree(exchange / COURSE_ID / "outbound" / LESSON, ann / LESSON)
     solution = nbformat.read(root / "solutions" / LESSON / f"{LESSON}.ipynb", as_version=4)
     release = kit.release_notebook(root, LESSON)
     notebook = f"{LESSON}.ipynb"
@@ -128,19 +148,18 @@ def test_feedback_on_submit(tmp_path):
     service = Service(root, exchange, COURSE_ID, settings)
 
     # ann: a wrong answer that passes the visible checks
-    nbformat.write(kit.fill_answers(release, solution, {"independent_copy": wrong}), homes["ann"] / LESSON / notebook)
-    nbgrader(homes["ann"], exchange, "submit", LESSON, user="ann")
+    nbformat.write(kit.fill_answers(release, solution, {"independent_copy": wrong}), ann / LESSON / notebook)
+    nbgrader(ann, exchange, "submit", LESSON, user="ann")
+    [ann_inbound] = inbound_of(exchange, "ann")
     # bob: his notebook is a link to the instructor's solution
-    nbgrader(homes["bob"], exchange, "submit", LESSON, user="bob")
-    [bob_inbound] = inbound_of(exchange, "bob")
+    bob_inbound = classmate(ann_inbound, "bob")
     (bob_inbound / notebook).unlink()
     (bob_inbound / notebook).symlink_to(root / "solutions" / LESSON / notebook)
     # cat: the notebook is gone from the submission (the grading command reports it missing, with no feedback)
-    nbgrader(homes["cat"], exchange, "submit", LESSON, user="cat")
-    (inbound_of(exchange, "cat")[0] / notebook).unlink()
+    cat_inbound = classmate(ann_inbound, "cat")
+    (cat_inbound / notebook).unlink()
     # dan: a cell that floods its output
-    nbformat.write(kit.fill_answers(release, solution, {"linear_forward": FLOOD}), homes["dan"] / LESSON / notebook)
-    nbgrader(homes["dan"], exchange, "submit", LESSON, user="dan")
+    dan_inbound = classmate(ann_inbound, "dan", kit.fill_answers(release, solution, {"linear_forward": FLOOD}))
 
     start = time.time() - 600   # as if ten minutes ago: the cooldown of ann's next submission is over at the end
     assert len(service.notice(start)) == 4
@@ -151,13 +170,13 @@ def test_feedback_on_submit(tmp_path):
     assert by_student["ann"].status == "graded", by_student["ann"]
     assert by_student["dan"].status == "output-limit", by_student["dan"]
 
-    text = feedback_of(homes["ann"], exchange, "ann")[-1]
+    text = feedback_of(ann, exchange, "ann")[-1]
     assert "HiddenTestFailed" in text and "Hint:" in text, text[-3000:]
     assert not re.search(r"Score|\d+\.\d+ / \d+\.\d+", text), text[:3000]   # nor points
-    assert "symbolic link" in feedback_of(homes["bob"], exchange, "bob")[-1]
+    assert "symbolic link" in page_of(exchange, bob_inbound)
     assert by_student["cat"].status == "missing", by_student["cat"]
-    assert "could not be graded (missing" in feedback_of(homes["cat"], exchange, "cat")[-1]
-    assert len(feedback_of(homes["dan"], exchange, "dan")) == 1
+    assert "could not be graded (missing" in page_of(exchange, cat_inbound)
+    assert page_of(exchange, dan_inbound)
     labels = [entry["label"] for entry in protocol.Reference.read(
         root / "solutions" / LESSON / protocol.REFERENCE_FILE).cells["test_independent_copy"]]
     assert not [label for label in labels if label in text], "a hidden check's label (its inputs) is in the feedback"
@@ -165,22 +184,22 @@ def test_feedback_on_submit(tmp_path):
     assert "ann" not in kit.scores(root, LESSON) and not (root / "grades.csv").exists()
 
     # ann fixes it and resubmits inside the cooldown: told when, graded then
-    nbformat.write(kit.fill_answers(release, solution), homes["ann"] / LESSON / notebook)
+    nbformat.write(kit.fill_answers(release, solution), ann / LESSON / notebook)
     time.sleep(1.1)   # nbgrader's timestamp has seconds: a new inbound folder
-    nbgrader(homes["ann"], exchange, "submit", LESSON, user="ann")
+    nbgrader(ann, exchange, "submit", LESSON, user="ann")
     later = start + 5
     [fixed] = service.notice(later)
     assert fixed.not_before == by_student["ann"].started + 60.0
-    assert "will be graded at" in feedback_of(homes["ann"], exchange, "ann")[-1]
+    fixed_inbound = exchange / COURSE_ID / "inbound" / fixed.inbound
+    assert "will be graded at" in page_of(exchange, fixed_inbound)
     assert service.serve_one(later) == []
     service.close()
 
     # as a process (one submission a run): eve submits too; killed while it grades one, the other waiting
-    nbformat.write(kit.fill_answers(release, solution), homes["eve"] / LESSON / notebook)
-    nbgrader(homes["eve"], exchange, "submit", LESSON, user="eve")
+    eve_inbound = classmate(fixed_inbound, "eve")
     with open(root / "nbgrader_config.py", "a") as config:
         config.write(AS_A_PROCESS.format(course_id=COURSE_ID, lesson=LESSON))
-    queued = [fixed.inbound, inbound_of(exchange, "eve")[0].name]
+    queued = [fixed.inbound, eve_inbound.name]
     logs = [tmp_path / "service-killed.log", tmp_path / "service-restarted.log"]
     proc = start_service(root, exchange, logs[0])
     try:
@@ -195,6 +214,8 @@ def test_feedback_on_submit(tmp_path):
         if proc.poll() is None:
             proc.kill()
     pgid = read_pid(pid_file)   # the killed run's, left for the next start
+    with open(root / "nbgrader_config.py", "a") as config:   # both in the restarted service's one run
+        config.write("c.PTEFeedback.batch = 2\n")
     proc = start_service(root, exchange, logs[1])
     try:
         wait_until(lambda: read_pid(pid_file) not in (None, pgid), "a new run", logs[1])
@@ -206,12 +227,11 @@ def test_feedback_on_submit(tmp_path):
     assert {i: queue_states(root)[i] for i in queued} == {i: ("done", "graded") for i in queued}
     killed, restarted = (log.read_text() for log in logs)
     for inbound in queued:   # released once: by the restarted service, not by the killed one
-        timestamp = inbound.split("+")[2]
-        assert (killed.count(f"({timestamp}): "), restarted.count(f"({timestamp}): ")) == (0, 1), restarted
+        released = "{}/{} ({}): ".format(*inbound.split("+")[:3])
+        assert (killed.count(released), restarted.count(released)) == (0, 1), restarted
 
     # full marks, and the score is on the page (this lesson's score is no longer hidden)
-    for user in ("ann", "eve"):
-        text = feedback_of(homes[user], exchange, user)[-1]
+    for text in (feedback_of(ann, exchange, "ann")[-1], page_of(exchange, eve_inbound)):
         assert "HiddenTestFailed" not in text and "will be graded" not in text, text[-2000:]
         assert re.search(rf"\(Score: {FULL_MARKS} / {FULL_MARKS}\)", text), text[:2000]
     # the latest feedback grade counts: the course's own gradebook, grades.csv, submitted/ and autograded/
