@@ -91,11 +91,15 @@ def test_expecting_cuda_without_it_is_an_error(tmp_path):
 def test_a_cuda_cell_that_did_not_run_fails_a_cuda_run(tmp_path, workers):
     """With CUDA available, a requires-cuda cell skipped some other way (here nbval-skip) fails the session.
 
-    ``torch.cuda.is_available`` is patched in the pytest processes only: the kernel has no CUDA,
+    ``torch.cuda.is_available`` is patched in the pytest processes that collect only: the kernel has no CUDA,
     so the other CUDA cell runs and fails, and counts as run. Under pytest-xdist (as `make test`
     runs) the workers report to the controller, which decides.
     """
-    (tmp_path / "fake_cuda.py").write_text("import torch\ntorch.cuda.is_available = lambda: True\n")
+    # patched where the cells are collected, before tests/conftest.py asks: the xdist controller never asks, so it
+    # does not import torch (until issue 47 it did, for nothing)
+    (tmp_path / "fake_cuda.py").write_text("import pytest\n\n\n@pytest.hookimpl(tryfirst=True)\n"
+                                           "def pytest_collection_modifyitems():\n    import torch\n"
+                                           "    torch.cuda.is_available = lambda: True\n")
     notebook = tiny_notebook(tmp_path / "tiny.ipynb", cuda_tags=("requires-cuda", "nbval-skip"),
                              second_cuda_tags=("requires-cuda", "nbval-ignore-output"))
     extra = ("-n", workers, "--dist", "loadfile") if workers else ()
