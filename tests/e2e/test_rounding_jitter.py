@@ -7,8 +7,8 @@ product, ``exp``, ``log`` and softmax moves about a quarter of its results by on
 value's own bits, so a seeded run still repeats bitwise. An IPython start-up file installs it in every
 kernel of the run. nbval must pass under the jitter (the hidden checks too, against the stored reference), in
 one run: seed 1, with a laptop's 4 threads as well (test_cross_cpu.LAPTOP_THREADS), so the run proves both.
-The reference cells' exact figures under another thread count are test_cross_cpu's (3 threads, with the
-emulated CPU).
+The reference cells' exact figures under another thread count are test_warm_kernels' (nbval's runs there on
+test_cross_cpu's other machine: 3 threads, with the emulated CPU; both runs compare every cell, these included).
 
 The cells that print the reading's reference figures are kept as the reading prints them: every CPU
 measured so far prints them exactly, though the jitter moves some. They, and the jitter's own artifacts,

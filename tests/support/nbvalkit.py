@@ -10,6 +10,7 @@ import sys
 from autograder import course, warm
 
 LESSONS = course.lessons()
+KEEP_ENV = "PTE_NBVAL_KEEP"   # where the nbval_keep plugin writes every cell's outputs
 
 
 def copy_lessons(target):
@@ -19,19 +20,36 @@ def copy_lessons(target):
     return target
 
 
-def run_nbval(root, env: dict[str, str], *plugins: str) -> subprocess.CompletedProcess:
-    """nbval on every lesson under ``root`` with the repository's own settings, in a process of its own."""
+def start_nbval(root, env: dict[str, str], *plugins: str, kernel: str = warm.KERNEL_NAME) -> subprocess.Popen:
+    """nbval on every lesson under ``root`` with the repository's own settings, in a process of its own (started:
+    :func:`finished` waits for it). Warm kernels unless ``kernel`` names another, as make test's own nbval run
+    (tests/e2e/test_warm_kernels.py proves them the same)."""
     env = dict(os.environ, **env)
     # -p conftest (tests/conftest.py) skips the CUDA-only cells as `make test` does
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(course.REPO_ROOT / "tests"),
                                                       str(course.REPO_ROOT / "tests" / "support"),
                                                       env.get("PYTHONPATH")]))
     options = [item for plugin in ("conftest", *plugins) for item in ("-p", plugin)]
-    # warm kernels, as make test's own nbval run (tests/e2e/test_warm_kernels.py proves them the same)
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:xdist", *options, "-q",
-                           "--nbval-kernel-name", warm.KERNEL_NAME,
-                           "--rootdir", str(course.REPO_ROOT), "-c", str(course.REPO_ROOT / "pyproject.toml"),
-                           str(root)], cwd=course.REPO_ROOT, env=env, capture_output=True, text=True, timeout=1500)
+    return subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:xdist", *options, "-q",
+                             "--nbval-kernel-name", kernel,
+                             "--rootdir", str(course.REPO_ROOT), "-c", str(course.REPO_ROOT / "pyproject.toml"),
+                             str(root)], cwd=course.REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def finished(proc: subprocess.Popen) -> subprocess.CompletedProcess:
+    """Wait for an nbval run of :func:`start_nbval` (killed after 25 minutes)."""
+    try:
+        out, err = proc.communicate(timeout=1500)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def run_nbval(root, env: dict[str, str], *plugins: str, kernel: str = warm.KERNEL_NAME) -> subprocess.CompletedProcess:
+    """:func:`start_nbval`, waited for."""
+    return finished(start_nbval(root, env, *plugins, kernel=kernel))
 
 
 def nbval_passed(proc: subprocess.CompletedProcess, mode: str) -> int:
