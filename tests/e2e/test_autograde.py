@@ -7,15 +7,19 @@ One scratch course holds every lesson, each with the submissions that prove the 
   one). It loses exactly those two exercises' points;
 - for the grading command only, a forger: in up to two exercises, a wrong answer that also forges its
   evidence (tests/course/pitfalls FORGERIES: `checks` patched so booleans come out True, lying
-  attributes, rewritten instrument records). Those exercises earn nothing.
+  attributes, rewritten instrument records). Those exercises earn nothing. Only the lessons whose first
+  forgeries bring a trick of their own hand one in (``FORGER_LESSONS``): 03's and 07's are the patched
+  observe of 01 and a wrong return value (what "wrong" is), and test_pitfalls.py::test_forgery_is_rejected
+  has the judge reject every FORGERIES entry of every lesson.
 
 No student hands in the solution itself: the wrong submission keeps its answers in every exercise but
 two, and the solution's own hidden checks pass against the stored reference in nbval's run of
 solutions/ (on this CPU, on the emulated one, under the rounding jitter), the same in-kernel
 comparison plain nbgrader scores.
 
-Plain nbgrader grades both (two nbgrader starts, each for half of the lessons, side by
-side, with warm kernels: the ``pte-warm`` kernelspec); at the same time the grading command grades the
+Plain nbgrader grades both (one nbgrader start for every lesson, with warm kernels: the ``pte-warm``
+kernelspec; a second start would pay nbgrader's start and the warm template again, and the suite is
+CPU-bound); at the same time the grading command grades the
 wrong one and the forger in a copy of the course (the battery in test_grading.py grades untouched
 releases with it).
 
@@ -26,18 +30,17 @@ grading command judges with the host's own run of the solution and reports every
 where that run and the stored reference disagree (there must be none). Its run of the solution is also
 judged both ways, as a student's observations are: a release recorded on either CPU grades the other's
 solution with full marks.
-Every other wrong answer is checked, faster, in test_pitfalls.py.
+Every other wrong answer is checked, faster, in test_pitfalls.py. The instructor's next steps on a class
+plain nbgrader graded are test_exchange.py's (generate_feedback) and test_verdict_recorded.py's (nbgrader export,
+its scores the gradebook's).
 """
 from __future__ import annotations
 
-import csv
-import fnmatch
 import json
 import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import nbformat
 import pytest
@@ -70,9 +73,19 @@ def wrong_answers(lesson: str) -> dict[str, str]:
     return {name: answer.strip("\n") for name, answer in chosen.items()}
 
 
+# The lessons whose forger goes through the grading command: each brings a trick the others do not (01: observe
+# patched, a lying instance attribute; 04: rewritten hook records; 05: a cleared tripwire log; 08: a spy's record
+# written, a helper rebound; 09: an instrument function patched). 03's and 07's first forgeries are 01's patched
+# observe and a wrong return value ("wrong" carries one in every lesson).
+FORGER_LESSONS = {"01_tensors_and_views", "04_training_loop", "05_checkpointing", "08_mixed_precision",
+                  "09_debugging_training"}
+
+
 def forgeries(lesson: str) -> dict[str, str]:
     """exercise -> a wrong answer that also forges its evidence (the first FORGERIES entry of each of up to two
-    exercises): patched checks, lying attributes, rewritten instrument records."""
+    exercises): patched checks, lying attributes, rewritten instrument records. Empty outside FORGER_LESSONS."""
+    if lesson not in FORGER_LESSONS:
+        return {}
     table = getattr(kit.load_pitfall_module(lesson), "FORGERIES", {}) or {}
     return {name: next(iter(answers.values())).strip("\n") for name, answers in list(table.items())[:2]}
 
@@ -87,18 +100,14 @@ def expected_scores(lesson: str) -> dict[str, dict[str, float]]:
     return {"untouched": {name: 0 for name in full}, "wrong": dict(full, **{name: 0 for name in wrong_answers(lesson)})}
 
 
-# plain nbgrader grades the course in two halves at once (lessons with odd and even numbers)
-HALVES = ("[0-9][13579]_*", "[0-9][02468]_*")
-
-
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     """One scratch course with every lesson, graded by both graders at once.
 
     After one ``generate_assignment`` for all lessons and the submissions, the course is copied
-    twice, so that three graders run side by side, each with its own gradebook file: plain
-    ``nbgrader autograde`` on the odd lessons (in the course itself) and on the even ones (in a
-    copy), and the grading command on the "wrong" submissions of every lesson (in the other copy).
+    once, so that two graders run side by side, each with its own gradebook file: plain
+    ``nbgrader autograde`` of every lesson (in the course itself), and the grading command on the "wrong"
+    and forger submissions of every lesson (in the copy).
     Returns (lesson -> its course folder as plain nbgrader graded it, lesson -> nbgrader scores,
     lesson -> autograded notebooks, lesson -> grader scores).
     """
@@ -108,8 +117,7 @@ def graded(tmp_path_factory):
         solution_nb = nbformat.read(course.solution_path(lesson), as_version=4)
         kit.submit(root, "untouched", lesson, release_nb)
         kit.submit(root, "wrong", lesson, kit.fill_answers(release_nb, solution_nb, wrong_answers(lesson)))
-    even, twin = root.parent / "course-even", root.parent / "course-grading-command"
-    shutil.copytree(root, even)
+    twin = root.parent / "course-grading-command"
     shutil.copytree(root, twin)
     for lesson in LESSONS:   # only the grading command is meant to see through forged evidence
         release_nb = kit.release_notebook(twin, lesson)
@@ -120,34 +128,25 @@ def graded(tmp_path_factory):
     # plain nbgrader's kernels fork from a warm template (the course's pte-warm kernelspec, named on the command
     # line): the round trip checks scores and outputs, not how a kernel starts, and test_warm_kernels.py proves
     # a warm kernel's outputs and observations identical to a cold one's
-    plain = {folder: subprocess.Popen(course.nbgrader_cmd("autograde", pattern, "--force", "--create",
-                                                          f"--Execute.kernel_name={warm.KERNEL_NAME}",
-                                                          "--log-level=ERROR"), env=other_cpu,
-                                      cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for folder, pattern in zip((root, even), HALVES)
-             if any(fnmatch.fnmatch(lesson, pattern) for lesson in LESSONS)}   # PTE_LESSONS may empty a half
+    plain = subprocess.Popen(course.nbgrader_cmd("autograde", "*", "--force", "--create",
+                                                 f"--Execute.kernel_name={warm.KERNEL_NAME}", "--log-level=ERROR"),
+                             env=other_cpu, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     # "wrong" keeps the solution's answers in every exercise but two, so it also shows the
     # grading command giving full marks to correct answers; untouched releases are the battery's
     ours = subprocess.Popen([sys.executable, "-m", "autograder", "grade", "--course", str(twin), "--jobs", "2",
                              "--timeout-s", "300", "--student", "wrong", "--student", "forger"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=other_cpu)
-    for folder, proc in plain.items():
-        out, _ = proc.communicate(timeout=1800)
-        assert proc.returncode == 0, f"nbgrader autograde in {folder.name} failed:\n{out}"
+    out, _ = plain.communicate(timeout=1800)
+    assert plain.returncode == 0, f"nbgrader autograde failed:\n{out}"
     out, err = ours.communicate(timeout=1800)
     assert ours.returncode == 0, f"python -m autograder grade failed:\n{out}{err}"
 
-    def graded_in(lesson: str) -> Path:
-        return root if fnmatch.fnmatch(lesson, HALVES[0]) else even
-
-    assert all(fnmatch.fnmatch(lesson, HALVES[graded_in(lesson) is even]) for lesson in LESSONS)
-    by_nbgrader = {lesson: kit.scores(graded_in(lesson), lesson) for lesson in LESSONS}
-    autograded = {lesson: {s: nbformat.read(graded_in(lesson) / "autograded" / s / lesson / f"{lesson}.ipynb",
-                                            as_version=4)
+    by_nbgrader = {lesson: kit.scores(root, lesson) for lesson in LESSONS}
+    autograded = {lesson: {s: nbformat.read(root / "autograded" / s / lesson / f"{lesson}.ipynb", as_version=4)
                            for s in ("untouched", "wrong")} for lesson in LESSONS}
     by_grader = {lesson: kit.scores(twin, lesson) for lesson in LESSONS}
     report = json.loads((twin / "grading-report.json").read_text())
-    return {lesson: graded_in(lesson) for lesson in LESSONS}, by_nbgrader, autograded, by_grader, report, twin
+    return {lesson: root for lesson in LESSONS}, by_nbgrader, autograded, by_grader, report, twin
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
@@ -233,21 +232,3 @@ def test_visible_pitfall_explains_itself(graded, lesson):
     for exercise in visible_wrong:
         text = kit.output_text(autograded["wrong"], f"test_{exercise}")
         assert "CheckFailed" in text and len(text.split("CheckFailed:", 1)[1].strip()) > 20, text
-
-
-def test_feedback_and_export(graded):
-    """The instructor's next steps work on the graded class: feedback HTML and a grades CSV."""
-    lesson = LESSONS[0]
-    root = graded[0][lesson]
-    subprocess.run(course.nbgrader_cmd("generate_feedback", lesson, "--student", "wrong", "--force",
-                                       "--log-level=ERROR"), cwd=root, check=True)
-    html = (root / "feedback" / "wrong" / lesson / f"{lesson}.html").read_text()
-    first_test = next(iter(kit.exercises(kit.release_notebook(root, lesson))))
-    assert first_test in html
-    subprocess.run(course.nbgrader_cmd("export", "--log-level=ERROR"), cwd=root, check=True)
-    with open(root / "grades.csv") as handle:
-        rows = {(r["assignment"], r["student_id"]): r for r in csv.DictReader(handle)}
-    wrong_row, full = rows[(lesson, "wrong")], max_points(lesson)
-    assert float(wrong_row["max_score"]) == sum(full.values())
-    assert float(wrong_row["score"]) == sum(full.values()) - sum(full[name] for name in wrong_answers(lesson))
-    assert float(rows[(lesson, "untouched")]["score"]) == 0.0
