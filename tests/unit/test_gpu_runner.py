@@ -8,7 +8,7 @@ behaviour is tested on every machine; the CUDA behaviour is tested for real on a
 and, with ``torch.cuda.is_available`` patched in the pytest process only, everywhere.
 
 The runner's pieces (settings, budget, lesson discovery, the choice of a runner, judging, JUnit counts,
-the summary table and the exit status) are unit-tested by importing its modules; dry runs of
+the summary table and the exit status, the run without CUDA) are unit-tested by importing its modules; dry runs of
 ``.ci/gpu-test.sh`` on this machine (``GPU_TEST_ALLOW_CPU=1``) test the whole path, one per runner.
 """
 from __future__ import annotations
@@ -189,11 +189,19 @@ def test_gpu_script_dry_run_runs_counts_and_skips(tmp_path, runner):
     assert stdout.rstrip().splitlines()[-1].startswith("total"), "the summary table comes last"
 
 
-@pytest.mark.slow
-def test_gpu_script_fails_without_cuda(tmp_path):
-    code, stdout, out = run_gpu_script(tmp_path)
+def test_without_cuda_the_run_fails(tmp_path, monkeypatch, capsys):
+    """Without CUDA and without GPU_TEST_ALLOW_CPU=1 nothing runs: a "(no CUDA)" row says FAIL, the exit status is 1,
+    and CUDA was expected (PTE_EXPECT_CUDA=1 for the run's processes). The run is called in this process (a dry run
+    of the script of its own until issue 47: the script's exit status is the run's, as both dry runs prove)."""
+    for name in ("PYTHONPATH", "PYTHONUNBUFFERED", "PTE_EXPECT_CUDA"):   # prepare() sets them for the run's processes
+        monkeypatch.setenv(name, os.environ.get(name, ""))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    # an empty course and a spent budget: were the check for CUDA lost, nothing would run either
+    code = cli.run_all(settings.Settings(solutions=tmp_path), tmp_path, settings.Budget(10))
+    out = capsys.readouterr().out
     assert code == 1, out
-    assert "CUDA is not available" in stdout and summary_rows(stdout)["(no CUDA)"][-1] == "FAIL", out
+    assert "CUDA is not available" in out and summary_rows(out)["(no CUDA)"][-1] == "FAIL", out
+    assert os.environ["PTE_EXPECT_CUDA"] == "1", "a CUDA run must fail where a requires-cuda cell did not run"
 
 
 # ---------------------------------------------------------------- autograder.gpu_runner, unit by unit
