@@ -9,8 +9,9 @@ their observations as display outputs instead of comparing them in the kernel. H
 - the observations are decided by the grading command's judge (``judge.judge_cell``) against the reference
   file beside the notebook, their labels checked as the kernel's compare mode checks them; a run in which a
   test cell of a reference published no observation fails when it ends;
-- the cell's executed outputs, observations included, and whether the notebook's kernel was forked from a
-  warm template, are written as JSON to the file named by ``PTE_NBVAL_KEEP`` when the run ends.
+- the cell's executed outputs as the kernel sent them (observations included, each stream's writes as they came,
+  before nbval joins them), and whether the notebook's kernel was forked from a warm template, are written as
+  JSON to the file named by ``PTE_NBVAL_KEEP`` when the run ends.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import os
 from pathlib import Path
 
 import pytest
+from nbval import plugin as nbval_plugin
 from nbval.plugin import IPyNbCell
 
 from autograder.grading.judging import judge
@@ -30,6 +32,19 @@ from nbvalkit import KEEP_ENV
 
 _KEPT: dict[str, dict] = {}   # lesson -> {"forked": bool, "cells": {cell id: outputs}, "judged": [grade ids]}
 _nbval_compare = IPyNbCell.compare_outputs
+_nbval_coalesce = nbval_plugin.coalesce_streams
+_RAW: list[list[dict]] = []   # the executed outputs of the cell running now, as the kernel sent them
+
+
+def _coalesce_keeping_raw(outputs):
+    """nbval's own join of each stream's writes (it changes the first write in place): the cell's first call,
+    on its executed outputs, keeps a copy of them first, streams cut and ordered as the kernel sent them."""
+    if not _RAW:
+        _RAW.append([dict(output) for output in outputs])
+    return _nbval_coalesce(outputs)
+
+
+nbval_plugin.coalesce_streams = _coalesce_keeping_raw
 
 
 def _compare_without_observations(self, test, ref, skip_compare=None):
@@ -67,13 +82,15 @@ def _keep_and_judge(item) -> None:
     lesson = Path(str(item.fspath)).stem
     kept = _KEPT.setdefault(lesson, {"forked": None, "cells": {}, "judged": [],
                                      "folder": str(Path(str(item.fspath)).parent)})
+    _RAW.clear()
     try:
         item.nbval_runtest()
     finally:
         kernel = getattr(item.parent, "kernel", None)
         if kept["forked"] is None and kernel is not None:
             kept["forked"] = isinstance(kernel.km.provisioner.process, ForkedProcess)
-        outputs = [dict(output) for output in (item.test_outputs or [])]
+        # a cell that failed to run stopped before nbval joined its streams
+        outputs = _RAW[0] if _RAW else [dict(output) for output in (item.test_outputs or [])]
         kept["cells"][item.cell.get("id") or f"cell-{item.cell_num}"] = outputs
     wrong = _judged(item, outputs)
     if wrong:
