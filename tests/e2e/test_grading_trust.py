@@ -1,5 +1,5 @@
 """Grades you can trust: nothing a student plants is followed, nothing hidden reaches feedback, and
-honest output never costs points (all under `python -m autograder grade`, next to an honest student).
+honest output never costs points (all under one `python -m autograder grade`, next to an honest student).
 
 - Collection refuses what is not a regular file inside ``submitted/<student>/<assignment>/``: a
   notebook that is a symbolic link to the solution, a student folder that is a link to a
@@ -9,14 +9,20 @@ honest output never costs points (all under `python -m autograder grade`, next t
   of the solution); a correct submission prints every place the kernel keeps them (``In``, ``_ih``,
   the history, the frames, linecache, the garbage collector's objects) from inside the tested
   function and from a later cell. Its feedback holds no marker, and it keeps full marks.
+- The feedback page carries hints, never hidden labels, code or inputs, whatever a submission does while the
+  hidden part runs (issue 48): four probes (tests/support/probekit.py) patch the kernel side while the hidden
+  tests run; no page, theirs or the honest student's, holds a hidden label, input or expected value.
 - A correct submission that writes to stderr, warns, and prints past the output cap inside a test
-  cell keeps full marks, the same in three regrades.
+  cell keeps full marks, the same when regraded alone (the battery regrades honest ones: test_grading.py).
+- A kernel stays in its CPU set and its runtime folder is a small tmpfs (one correct submission that also plants
+  the timestamp link tries both).
 """
 from __future__ import annotations
 
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +33,7 @@ import pytest
 from autograder import course
 
 import coursekit as kit
+import probekit
 from test_grading import EXERCISES, FULL, LESSON, ZERO, ensure_bubblewrap, feedback_text
 
 CODE_MARKER, VALUE_MARKER, INPUT_MARKER = "HIDDEN-CODE-MARK-3141", "HIDDEN-VALUE-MARK-2718", 77123.0
@@ -96,13 +103,16 @@ def plant_markers(root: Path) -> None:
     nb = nbformat.read(path, as_version=4)
     cell = kit.exercises(nb)["to_class_labels"]["test"]
     marker = (f"# {CODE_MARKER}\n"
-              f"hidden.observe('marker', {VALUE_MARKER!r} + "
+              f"hidden.observe('pte-planted-marker', {VALUE_MARKER!r} + "
               f"str(checks.call(to_class_labels, np.array([{INPUT_MARKER!r}])).dtype))\n")
     cell.source = cell.source.replace("hidden.done()", marker + "hidden.done()")
     nbformat.write(nb, path)
     course.execute_in_place(path)
     subprocess.run(course.nbgrader_cmd("generate_assignment", LESSON, "--force", "--log-level=ERROR"),
                    cwd=root, check=True)
+
+
+PLANTER = "widens-affinity-links-timestamp"
 
 
 def grade(root: Path, *students: str) -> subprocess.CompletedProcess:
@@ -136,29 +146,34 @@ def graded(tmp_path_factory):
     later["id"] = "student-snoop"
     leaky.cells.append(later)
     kit.submit(root, "leaky", LESSON, leaky)
-    widens = kit.fill_answers(release_nb, solution_nb)
+    # correct answers that widen the CPU set and fill the runtime folder, beside a timestamp.txt that is a link
+    planter = kit.fill_answers(release_nb, solution_nb)
     grab = nbformat.v4.new_code_cell(WIDEN_AFFINITY + FILL_RUNTIME)
     grab["id"] = "student-affinity"
-    setup = next(i for i, c in enumerate(widens.cells) if c.cell_type == "code")
-    widens.cells.insert(setup + 1, grab)
-    kit.submit(root, "widens-affinity", LESSON, widens)
+    setup = next(i for i, c in enumerate(planter.cells) if c.cell_type == "code")
+    planter.cells.insert(setup + 1, grab)
+    kit.submit(root, PLANTER, LESSON, planter)
+    os.symlink(secret, root / "submitted" / PLANTER / LESSON / "timestamp.txt")
+    probekit.submit_probes(root, release_nb, solution_nb)
     os.symlink(Path("..", "..", "..", "solutions", LESSON, name), folder("symlink-notebook") / name)
     (root / "submitted" / "symlink-folder").symlink_to("honest")
-    kit.submit(root, "symlink-timestamp", LESSON, kit.fill_answers(release_nb, solution_nb))
-    os.symlink(secret, root / "submitted" / "symlink-timestamp" / LESSON / "timestamp.txt")
     os.mkfifo(folder("fifo-notebook") / name)
     (folder("huge-notebook") / name).write_text('{"cells": [], "pad": "' + "z" * (21 * 2**20) + '"}')
     proc = grade(root)
     report = json.loads((root / "grading-report.json").read_text())
-    return root, proc, {s["student"]: s for s in report["submissions"]}
+    with open(root / "grades.csv", newline="") as handle:
+        first_rows = {r["student_id"]: r for r in csv.DictReader(handle) if r["student_id"] in ("honest", "noisy")}
+    return root, proc, {s["student"]: s for s in report["submissions"]}, first_rows
 
 
 EXPECTED = {
     "honest": ("graded", FULL),
     "noisy": ("graded", FULL),
     "leaky": ("graded", FULL),
-    "symlink-timestamp": ("graded", FULL),
-    "widens-affinity": ("graded", FULL),
+    PLANTER: ("graded", FULL),
+    "probe-inspect": ("graded", FULL),
+    **{probe: ("graded", {exercise: 0.0 for exercise in FULL}) for probe in ("probe-malformed", "probe-raise",
+                                                                            "probe-forge")},
     "symlink-notebook": ("refused", ZERO),
     "symlink-folder": ("refused", ZERO),
     "fifo-notebook": ("refused", ZERO),
@@ -167,7 +182,7 @@ EXPECTED = {
 
 
 def test_statuses_and_scores(graded):
-    root, proc, results = graded
+    root, proc, results, _ = graded
     assert {s: r["status"] for s, r in results.items()} == {s: e[0] for s, e in EXPECTED.items()}, proc.stderr
     recorded = kit.scores(root, LESSON)
     for student, (_, scores) in EXPECTED.items():
@@ -181,10 +196,10 @@ def test_statuses_and_scores(graded):
 
 
 def test_nothing_planted_is_copied_or_shown(graded):
-    root, _, results = graded
-    staged = root / ".grading" / "staged" / "symlink-timestamp" / LESSON
+    root, _, results, _ = graded
+    staged = root / ".grading" / "staged" / PLANTER / LESSON
     assert not (staged / "timestamp.txt").exists()
-    assert any("timestamp.txt ignored" in note for note in results["symlink-timestamp"]["notes"])
+    assert any("timestamp.txt ignored" in note for note in results[PLANTER]["notes"])
     for student in ("symlink-notebook", "symlink-folder"):
         assert not (root / "feedback" / student).exists(), f"{student}: feedback was made from a planted link"
     for path in (root / "feedback").rglob("*.html"):
@@ -192,8 +207,8 @@ def test_nothing_planted_is_copied_or_shown(graded):
 
 
 def test_feedback_never_carries_hidden_tests(graded):
-    root, _, _ = graded
-    for student in ("honest", "noisy", "leaky", "symlink-timestamp"):
+    root, *_ = graded
+    for student in ("honest", "noisy", "leaky", PLANTER):
         text = feedback_text(root, student)
         for marker in (CODE_MARKER, VALUE_MARKER, str(INPUT_MARKER)):
             assert marker not in text, f"{student}: {marker} is in the feedback"
@@ -203,29 +218,48 @@ def test_feedback_never_carries_hidden_tests(graded):
     assert "All checks passed: shares_storage" in feedback_text(root, "honest")
 
 
-def test_honest_noise_keeps_full_marks_in_three_regrades(graded):
-    """The noisy student alone (the battery regrades honest ones: test_grading.py)."""
-    root, _, _ = graded
-    rows_seen = []
-    for _ in range(3):
-        proc = grade(root, "noisy")
-        assert proc.returncode == 0, proc.stderr
-        with open(root / "grades.csv", newline="") as handle:
-            rows = {r["student_id"]: r for r in csv.DictReader(handle) if r["student_id"] in ("honest", "noisy")}
-        assert set(rows) == {"honest", "noisy"}, rows
-        assert all(float(r["score"]) == 10.0 for r in rows.values()), rows
-        rows_seen.append(rows)
-    assert all(rows == rows_seen[0] for rows in rows_seen)
+def test_the_probes_are_graded_and_say_a_hidden_check_failed(graded):
+    """probe-malformed, probe-raise and probe-forge each sent no right observation (0 points: test_statuses_and_
+    scores); the page says a hidden check failed."""
+    root, *_ = graded
+    for student in ("probe-malformed", "probe-raise", "probe-forge"):
+        assert "HiddenTestFailed" in probekit.page(root, student), student
+
+
+def test_no_page_holds_a_hidden_label_input_or_expected_value(graded):
+    root, *_ = graded
+    needles = probekit.hidden_needles(root)
+    assert len(needles["label"]) >= 30 and len(needles["expected value"]) >= 100 and needles["code"], needles
+    for student in ("honest", *probekit.PROBES):
+        page = probekit.page(root, student)
+        leaked = {kind: sorted(n for n in found if n in page)[:3] for kind, found in needles.items()}
+        assert not any(leaked.values()), f"{student}'s feedback page holds hidden {leaked}"
+    # the page still says which hidden check failed, and shows its hint (the reference's words)
+    page = probekit.page(root, "probe-malformed")
+    assert re.search(r"hidden check 1 of \d+", page), page[-2000:]
+
+
+def test_honest_noise_keeps_full_marks_when_regraded(graded):
+    """The noisy student alone, graded again: the same rows as the class's run (the battery regrades honest ones:
+    test_grading.py). Runs after the tests above, which read the class run's pages."""
+    root, _, _, first_rows = graded
+    assert set(first_rows) == {"honest", "noisy"}, first_rows
+    assert all(float(r["score"]) == 10.0 for r in first_rows.values()), first_rows
+    proc = grade(root, "noisy")
+    assert proc.returncode == 0, proc.stderr
+    with open(root / "grades.csv", newline="") as handle:
+        rows = {r["student_id"]: r for r in csv.DictReader(handle) if r["student_id"] in ("honest", "noisy")}
+    assert rows == first_rows, (rows, first_rows)
     assert len(EXERCISES) == 5
 
 
 def test_a_kernel_stays_in_its_cpuset(graded):
     """Each job's kernel has a cgroup of its own (this host has cgroup v1's cpuset, memory and pids, writable
     as root): sched_setaffinity cannot widen it beyond the one CPU of its slot (--jobs 2 on 2 cores)."""
-    root, proc, _ = graded
+    root, proc, _, _ = graded
     report = json.loads((root / "grading-report.json").read_text())
     assert report["cgroups"] in ("v1", "v2"), proc.stderr
-    nb = nbformat.read(root / "autograded" / "widens-affinity" / LESSON / f"{LESSON}.ipynb", as_version=4)
+    nb = nbformat.read(root / "autograded" / PLANTER / LESSON / f"{LESSON}.ipynb", as_version=4)
     cell = next(c for c in nb.cells if c.get("id") == "student-affinity")
     text = "".join(o.get("text", "") for o in cell.outputs)
     cpus = text.split("cpus after widening:")[1].strip()
@@ -237,8 +271,8 @@ def test_the_runtime_folder_is_a_small_tmpfs(graded):
     root it is a tmpfs of its own, so a kernel that writes 64 MB there stops at its cap, on no host disk."""
     from autograder.grading.isolate import sandbox
 
-    root, _, _ = graded
-    nb = nbformat.read(root / "autograded" / "widens-affinity" / LESSON / f"{LESSON}.ipynb", as_version=4)
+    root, *_ = graded
+    nb = nbformat.read(root / "autograded" / PLANTER / LESSON / f"{LESSON}.ipynb", as_version=4)
     cell = next(c for c in nb.cells if c.get("id") == "student-affinity")
     text = "".join(o.get("text", "") for o in cell.outputs)
     written = int(text.split("runtime MB written:")[1].split()[0])

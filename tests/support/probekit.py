@@ -1,5 +1,5 @@
-"""The feedback page carries hints, never hidden labels, code or inputs, whatever a submission does while the
-hidden part runs (issue 48), under ``python -m autograder grade`` of lesson 01.
+"""Submissions that probe the hidden part of lesson 01 while it runs, and what their feedback pages must never hold
+(issue 48). Graded by tests/e2e/test_grading_trust.py, in its one grading run.
 
 Each probing student submits correct answers and one extra cell (right after the setup) that patches the
 kernel side while the hidden tests run:
@@ -12,10 +12,9 @@ kernel side while the hidden tests run:
 - ``probe-forge`` sends well-formed observations whose label, test and hint hold the hidden texts, forges a
   display message and a ``HiddenTestFailed`` line carrying them, and a wrong value of the right type.
 
-The rendered feedback HTML of each is searched for every hidden label and the hidden code's inputs (from the
-solution notebook's hidden test cells and the reference observations) and every expected value (windows of
-the reference tensors' values, as Python and torch print them). None may appear. An honest student is graded
-beside them and keeps full marks; its page is searched too.
+:func:`hidden_needles` lists every hidden label and the hidden code's inputs (from the solution notebook's hidden
+test cells and the reference observations) and every expected value (windows of the reference tensors' values, as
+Python and torch print them); :func:`page` is a rendered feedback page to search for them.
 """
 from __future__ import annotations
 
@@ -23,18 +22,15 @@ import ast
 import html
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import nbformat
-import pytest
 
-from autograder import course
 from autograder.kernel.vocabulary import protocol
 
 import coursekit as kit
-from test_grading import FULL, LESSON, ensure_bubblewrap
+
+LESSON = "01_tensors_and_views"
 
 PROBE_COMMON = '''
 import sys, inspect
@@ -140,13 +136,7 @@ _pte_hidden.HiddenTests.observe = _pte_forge
 }
 
 
-def _grade(root: Path) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "autograder", "grade", "--course", str(root), "--jobs", "2", "--timeout-s", "180",
-           "--cell-timeout-s", "60", "--memory-mb", "1500"]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-
-
-def _page(root: Path, student: str) -> str:
+def page(root: Path, student: str) -> str:
     """The rendered feedback page, as text (tags dropped, entities decoded) and as it is (raw)."""
     raw = (root / "feedback" / student / LESSON / f"{LESSON}.html").read_text()
     return html.unescape(re.sub(r"<[^>]+>", "", raw)) + "\n" + html.unescape(raw)
@@ -204,13 +194,8 @@ def hidden_needles(root: Path) -> dict[str, set[str]]:
     return {kind: {n for n in found if n not in shown} for kind, found in needles.items()}
 
 
-@pytest.fixture(scope="module")
-def probed(tmp_path_factory):
-    assert ensure_bubblewrap(), "bubblewrap must work here"
-    root = kit.make_scratch_course(tmp_path_factory.mktemp("probes") / "course", [LESSON])
-    release_nb = kit.release_notebook(root, LESSON)
-    solution_nb = nbformat.read(course.solution_path(LESSON), as_version=4)
-    kit.submit(root, "honest", LESSON, kit.fill_answers(release_nb, solution_nb))
+def submit_probes(root: Path, release_nb, solution_nb) -> None:
+    """Each probe: correct answers, and the probe's cell right after the setup."""
     setup = next(i for i, c in enumerate(release_nb.cells) if c.cell_type == "code")
     for student, probe in PROBES.items():
         nb = kit.fill_answers(release_nb, solution_nb)
@@ -218,29 +203,3 @@ def probed(tmp_path_factory):
         cell["id"] = "student-probe"
         nb.cells.insert(setup + 1, cell)
         kit.submit(root, student, LESSON, nb)
-    proc = _grade(root)
-    report = json.loads((root / "grading-report.json").read_text())
-    return root, proc, {s["student"]: s for s in report["submissions"]}
-
-
-def test_the_probes_are_graded_and_the_honest_student_keeps_full_marks(probed):
-    root, proc, results = probed
-    assert set(results) == {"honest", *PROBES}, proc.stderr[-3000:]
-    assert all(r["status"] == "graded" for r in results.values()), (results, proc.stderr[-3000:])
-    assert kit.scores(root, LESSON)["honest"] == FULL
-    for student in ("probe-malformed", "probe-raise", "probe-forge"):   # each sent no right observation
-        assert all(points == 0.0 for points in kit.scores(root, LESSON)[student].values()), student
-        assert "HiddenTestFailed" in _page(root, student), student
-
-
-def test_no_page_holds_a_hidden_label_input_or_expected_value(probed):
-    root, _, _ = probed
-    needles = hidden_needles(root)
-    assert len(needles["label"]) >= 30 and len(needles["expected value"]) >= 100 and needles["code"], needles
-    for student in ("honest", *PROBES):
-        page = _page(root, student)
-        leaked = {kind: sorted(n for n in found if n in page)[:3] for kind, found in needles.items()}
-        assert not any(leaked.values()), f"{student}'s feedback page holds hidden {leaked}"
-    # the page still says which hidden check failed, and shows its hint (the reference's words)
-    page = _page(root, "probe-malformed")
-    assert re.search(r"hidden check 1 of \d+", page), page[-2000:]
