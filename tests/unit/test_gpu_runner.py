@@ -30,14 +30,16 @@ from autograder.gpu_runner import cli, report, runners, settings
 
 TESTS = Path(__file__).resolve().parents[1]   # tests/: its conftest.py
 CUDA_CELL = 'import torch\nassert torch.cuda.is_available()\nprint("ran on", torch.cuda.get_device_name(0))'
+NO_CUDA_CELL = 'raise AssertionError("a CUDA-only cell in a kernel without CUDA")'
 
 
-def tiny_notebook(path: Path, cuda_tags=("requires-cuda", "nbval-ignore-output"), second_cuda_tags=None) -> Path:
+def tiny_notebook(path: Path, cuda_tags=("requires-cuda", "nbval-ignore-output"), second_cuda_tags=None,
+                  cuda_cell: str = CUDA_CELL) -> Path:
     """Plain cell, CUDA-only cell (tagged), [a second CUDA-only cell,] plain cell with an output nbval compares."""
     cells = [nbformat.v4.new_code_cell("x = 20", id="plain-1")]
     for number, tags in enumerate([cuda_tags, second_cuda_tags], start=2):
         if tags:
-            cells.append(nbformat.v4.new_code_cell(CUDA_CELL, id=f"cuda-{number}", metadata={"tags": list(tags)}))
+            cells.append(nbformat.v4.new_code_cell(cuda_cell, id=f"cuda-{number}", metadata={"tags": list(tags)}))
     last = nbformat.v4.new_code_cell("print(x + 1)", id="plain-9")
     last.outputs = [nbformat.v4.new_output("stream", name="stdout", text="21\n")]
     cells.append(last)
@@ -93,7 +95,9 @@ def test_a_cuda_cell_that_did_not_run_fails_a_cuda_run(tmp_path, workers):
 
     ``torch.cuda.is_available`` is patched in the pytest processes that collect only: the kernel has no CUDA,
     so the other CUDA cell runs and fails, and counts as run. Under pytest-xdist (as `make test`
-    runs) the workers report to the controller, which decides.
+    runs) the workers report to the controller, which decides. That cell fails without importing torch in the
+    kernel (NO_CUDA_CELL: what it runs does not matter here, only that it ran; until issue 47 each kernel paid a
+    torch import to fail).
     """
     # patched where the cells are collected, before tests/conftest.py asks: the xdist controller never asks, so it
     # does not import torch (until issue 47 it did, for nothing)
@@ -101,7 +105,7 @@ def test_a_cuda_cell_that_did_not_run_fails_a_cuda_run(tmp_path, workers):
                                            "def pytest_collection_modifyitems():\n    import torch\n"
                                            "    torch.cuda.is_available = lambda: True\n")
     notebook = tiny_notebook(tmp_path / "tiny.ipynb", cuda_tags=("requires-cuda", "nbval-skip"),
-                             second_cuda_tags=("requires-cuda", "nbval-ignore-output"))
+                             second_cuda_tags=("requires-cuda", "nbval-ignore-output"), cuda_cell=NO_CUDA_CELL)
     extra = ("-n", workers, "--dist", "loadfile") if workers else ()
     result = run_nbval(notebook, hide_gpu=True, plugins=("fake_cuda",), extra_args=extra)
     out = result.stdout + result.stderr
