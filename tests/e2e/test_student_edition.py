@@ -330,24 +330,24 @@ def run(module, name):
 
 found, seen = {}, set()
 for path in sys.argv[2:]:
-    failed = found.setdefault(Path(path).stem, {"failed": [], "loaded": [], "ran": []})
+    entry = found.setdefault(Path(path).stem, {"failed": [], "loaded": [], "ran": []})
     todo = [(parse(c.source), "") for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
     while todo:
         tree, package = todo.pop()
         for module, name in statements(tree, package):
             if module.split(".")[0] == "autograder":
-                failed["ran"].append(f"{module} import {name}")
+                entry["ran"].append(f"{module} import {name}")
                 try:
                     run(module, name)
                 except Exception as exc:
-                    failed["failed"].append(f"{module} import {name}: {type(exc).__name__}: {exc}")
+                    entry["failed"].append(f"{module} import {name}: {type(exc).__name__}: {exc}")
         for loaded, module in sorted(sys.modules.items()):
             if loaded.split(".")[0] == "autograder" and loaded not in seen:
                 seen.add(loaded)
-                failed["loaded"].append(loaded)
+                entry["loaded"].append(loaded)
                 file = Path(module.__file__).resolve()
                 if copy not in file.parents:
-                    failed["failed"].append(f"{loaded} loaded from {file}")
+                    entry["failed"].append(f"{loaded} loaded from {file}")
                     continue
                 todo.append((parse(file.read_text()), loaded if file.name == "__init__.py" else
                              loaded.rpartition(".")[0]))
