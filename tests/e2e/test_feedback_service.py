@@ -60,7 +60,7 @@ c.PTEFeedback.settle_s = 0.0
 c.PTEFeedback.batch = 1
 c.PTEFeedback.latest_grade_counts = True
 c.PTEFeedback.identity = "hub"
-c.PTEFeedback.grade_args = ["--jobs", "2"]
+c.PTEFeedback.grade_args = ["--jobs", "1"]
 """
 
 
@@ -144,7 +144,7 @@ def test_feedback_on_submit(tmp_path):
     notebook = f"{LESSON}.ipynb"
     wrong = next(iter(kit.load_pitfall_module(LESSON).HIDDEN_ONLY["independent_copy"].values()))
     settings = PTEFeedback(assignments=[LESSON], cooldown_s=60.0, max_per_assignment=5, max_per_day=10,
-                           hide_score=[LESSON], grade_args=["--jobs", "2"])
+                           hide_score=[LESSON], grade_args=["--jobs", "1"])
     service = Service(root, exchange, COURSE_ID, settings)
 
     # ann: a wrong answer that passes the visible checks
