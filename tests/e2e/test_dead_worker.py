@@ -1,4 +1,5 @@
-"""A grading process that dies costs only the submission that killed it.
+"""A grading process that dies costs only the submission that killed it; and the judge's verdict is the recorded
+score (one grading run proves both: its claims do not meet).
 
 The stand-in for the OOM killer: one submission's kernel leaves a flag file in its runtime
 folder (the only host folder it shares with the grader) and sleeps; a watcher thread in this
@@ -7,12 +8,24 @@ appears. A dead worker breaks the process pool: the grader must replace it, grad
 submission that was on the broken pool again alone, keep the honest ones' exact scores, and
 give the culprit (which kills its worker again when graded alone) the status `worker-died`.
 `grade()` must finish and write `grades.csv`.
+
+The judge's verdict is the recorded score. The grader decides each test cell (``judge.settle``) and nbgrader, in
+the recording process, turns the cells into scores in the gradebook. A course's ``nbgrader_config.py`` may add
+preprocessors to that step; the course here adds one that changes what nbgrader reads (it drops the error outputs
+that carry the judge's failures: ``GENEROUS``), which would change grades unseen. Each notebook's result carries the
+judge's points per grade id, and after recording each ``auto_score`` is checked against them: the untouched
+release (every test failed) becomes ``error`` with a reason naming the grades, never a silent change of grade; the
+correct submissions, which have no error output to drop, keep their scores. One score everywhere: that notebook's
+grades are then the judge's in the gradebook too, so the formgrader, nbgrader's own export, ``grades.csv`` and the
+LMS exports all show the judge's verdict; an LMS export refuses a row in ``error`` unless told otherwise
+(tests/e2e/test_verdict_recorded.py tests ``verdict_mismatches`` itself).
 """
 from __future__ import annotations
 
 import csv
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -23,6 +36,7 @@ from pathlib import Path
 import nbformat
 import psutil
 import pytest
+from nbgrader.api import Gradebook
 
 from autograder import course
 from autograder.grading.isolate import cgroups
@@ -37,6 +51,28 @@ KILLER = ("def linear_forward(x, weight, bias):\n"
           f"    (runtime / {FLAG!r}).write_text('')\n"
           "    time.sleep(60)\n"
           "    return x @ weight.T + bias\n")
+
+
+GENEROUS = '''
+
+# A course preprocessor that changes what nbgrader reads: every error output is dropped, so every test cell
+# looks passed to nbgrader whatever the judge decided.
+from nbgrader.converters import Autograde as _Autograde
+from nbgrader.preprocessors import NbGraderPreprocessor as _Base
+
+
+class Generous(_Base):
+    def preprocess(self, nb, resources):
+        for cell in nb.cells:
+            if cell.cell_type == "code":
+                cell.outputs = [o for o in cell.outputs if o.get("output_type") != "error"]
+        return nb, resources
+
+
+_steps = list(_Autograde.class_traits()["autograde_preprocessors"].default())
+_at = next(i for i, step in enumerate(_steps) if step.__name__ == "Execute") + 1
+c.Autograde.autograde_preprocessors = _steps[:_at] + [Generous] + _steps[_at:]
+'''
 
 
 def worker_of(kernel: psutil.Process) -> psutil.Process | None:
@@ -79,12 +115,15 @@ def graded(tmp_path_factory):
     assert ensure_bubblewrap(), "bubblewrap must work here"
     base = tmp_path_factory.mktemp("dead-worker")
     root = kit.make_scratch_course(base / "course", [LESSON])
+    with open(root / "nbgrader_config.py", "a") as config:
+        config.write(GENEROUS)
     release_nb = kit.release_notebook(root, LESSON)
     solution_nb = nbformat.read(course.solution_path(LESSON), as_version=4)
-    for student in ("honest-a", "honest-b", "honest-c"):
+    for student in ("honest-a", "honest-b"):
         kit.submit(root, student, LESSON, kit.fill_answers(release_nb, solution_nb))
     kit.submit(root, "kills-its-worker", LESSON, kit.fill_answers(release_nb, solution_nb,
                                                                   {"linear_forward": KILLER}))
+    kit.submit(root, "untouched", LESSON, release_nb)
     scratch = base / "scratch"
     scratch.mkdir()
     stop, kills = threading.Event(), []
@@ -139,12 +178,12 @@ def test_the_culprit_alone_gets_worker_died(graded):
 def test_honest_neighbours_keep_their_exact_scores(graded):
     root, proc, results, *_ = graded
     scores = kit.scores(root, LESSON)
-    for student in ("honest-a", "honest-b", "honest-c"):
+    for student in ("honest-a", "honest-b"):
         assert results[student]["status"] == "graded", (results[student], proc.stderr)
         assert scores[student] == FULL, (student, scores[student])
     with open(root / "grades.csv", newline="") as handle:
         rows = {r["student_id"]: r for r in csv.DictReader(handle)}
-    assert set(rows) == {"honest-a", "honest-b", "honest-c", "kills-its-worker"}
+    assert set(rows) == {"honest-a", "honest-b", "kills-its-worker", "untouched"}
     assert rows["kills-its-worker"]["status"] == "worker-died" and float(rows["kills-its-worker"]["score"]) == 0.0
 
 
@@ -156,24 +195,68 @@ def test_the_recording_process_outlives_a_failed_batch_and_is_replaced_when_it_d
 
     root, *_ = graded
     staged = root / ".grading" / "staged"
-    honest = ("honest-a", "honest-b", "honest-c")
+    honest = ("honest-a", "honest-b")
     feedback = {s: root / "feedback" / s / LESSON / f"{LESSON}.html" for s in honest}
     before = {s: path.stat().st_mtime_ns for s, path in feedback.items()}
     recorder = recording.Recorder(root, root / ".grading" / "phase2-test.log")
     try:
-        assert recorder.record("no-such-lesson", staged, ["honest-a", "honest-b"], 300), \
+        assert recorder.record("no-such-lesson", staged, ["honest-a"], 300), \
             "a batch nbgrader cannot record must come back as an error"
         first = recorder.proc.pid
-        assert recorder.record(LESSON, staged, ["honest-a", "honest-b"], 300) is None
+        assert recorder.record(LESSON, staged, ["honest-a"], 300) is None
         assert recorder.proc.pid == first, "a failed batch must not cost the process"
+        recorded = feedback["honest-a"].stat().st_mtime_ns
         recorder.proc.kill()
         recorder.proc.wait()
-        assert recorder.record(LESSON, staged, ["honest-b"], 300) is None
+        assert recorder.record(LESSON, staged, ["honest-a"], 300) is None
         assert recorder.proc.pid != first
+        assert feedback["honest-a"].stat().st_mtime_ns != recorded, "the new process did not record the batch"
     finally:
         recorder.stop()
     after = {s: path.stat().st_mtime_ns for s, path in feedback.items()}
-    assert after["honest-a"] != before["honest-a"] and after["honest-b"] != before["honest-b"]
-    assert after["honest-c"] == before["honest-c"], "a batch rewrote the feedback of a student outside it"
+    assert after["honest-a"] != before["honest-a"]
+    assert after["honest-b"] == before["honest-b"], "a batch rewrote the feedback of a student outside it"
     scores = kit.scores(root, LESSON)
     assert all(scores[s] == FULL for s in honest), scores
+
+
+def test_a_score_nbgrader_changed_is_a_grader_fault(graded):
+    root, proc, results, *_ = graded
+    honest, untouched = results["honest-a"], results["untouched"]
+    assert honest["status"] == "graded" and honest["score"] == honest["max_score"], honest
+    assert untouched["status"] == "error", (untouched, proc.stderr[-2000:])
+    assert untouched["reason"].startswith("grader fault: the recorded grades differ from the judge's verdict"), (
+        untouched["reason"])
+    assert "the judge gave 0, nbgrader recorded" in untouched["reason"]
+    assert proc.returncode == 3
+    assert_one_score(root, {"honest-a": honest["max_score"], "untouched": 0.0})
+
+
+def assert_one_score(root, judged: dict[str, float]) -> None:
+    """The gradebook (what the formgrader shows), nbgrader's CSV export, grades.csv and the LMS export agree
+    with the judge; the LMS export refuses the row in error unless allow_errors."""
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        recorded = {student: gb.find_submission(LESSON, student).score for student in judged}
+    assert recorded == judged, recorded
+    with open(root / "grades.csv", newline="") as handle:
+        rows = {row["student_id"]: row for row in csv.DictReader(handle)}
+    assert {student: float(rows[student]["score"]) for student in judged} == judged, rows
+    export = [sys.executable, "-m", "nbgrader", "export", "--log-level=ERROR"]
+    subprocess.run(export + ["--to=nbgrader-grades.csv"], cwd=root, check=True, capture_output=True, timeout=300)
+    with open(root / "nbgrader-grades.csv", newline="") as handle:
+        theirs = {row["student_id"]: float(row["score"]) for row in csv.DictReader(handle)}
+    assert {student: theirs.get(student) for student in judged} == judged, theirs
+    (root / "lms-ids.csv").write_text("student_id,email\n" + "".join(f"{s},{s}@x\n" for s in rows))
+    lms = export + ["--exporter=autograder.lms.MoodleExport", "--to=moodle.csv"]
+    refused = subprocess.run(lms, cwd=root, capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 1 and "untouched/" in refused.stderr and not (root / "moodle.csv").exists(), (
+        refused.stderr[-2000:])
+    subprocess.run(lms + ["--MoodleExport.allow_errors=True"], cwd=root, check=True, capture_output=True,
+                   timeout=300)
+    with open(root / "moodle.csv", newline="") as handle:
+        written = {row["Email address"]: float(row[LESSON]) for row in csv.DictReader(handle)}
+    assert {s: written.get(f"{s}@x") for s in judged} == judged, written
+    for student, points in judged.items():   # the feedback page, made again from the corrected gradebook
+        page = (root / "feedback" / student / LESSON / f"{LESSON}.html").read_text()
+        total = re.search(r"Score:\s*([\d.]+)\s*/\s*([\d.]+)", page)
+        assert total and float(total.group(1)) == points, (student, total and total.group(0))
