@@ -290,7 +290,8 @@ def lab(course_copy, tmp_path_factory, timings):
                 if proc.poll() is not None or time.monotonic() > deadline:
                     pytest.fail(f"`make lab` did not answer within {START_TIMEOUT_S} s:\n{log_path.read_text()}")
                 time.sleep(0.5)
-        yield {"url": url, "root": course_copy / "notebooks", "log": log_path, "figures": home / "figures.jsonl"}
+        yield {"url": url, "root": course_copy / "notebooks", "log": log_path, "figures": home / "figures.jsonl",
+               "pid": proc.pid}
     finally:
         # JupyterLab and every kernel it ran (the browser's and Validate's), for the timing report
         _record_cpu("jupyterlab and kernels", _descendants(proc.pid))
@@ -314,8 +315,8 @@ def _descendants(pid: int | None = None) -> list:
         return []
 
 
-def _record_cpu(name: str, processes: list) -> None:
-    """CPU seconds of ``processes`` (their waited-for children included), kept in timings.json."""
+def _cpu(processes: list) -> float:
+    """CPU seconds of ``processes``, their waited-for children included."""
     import psutil
 
     total = 0.0
@@ -325,7 +326,24 @@ def _record_cpu(name: str, processes: list) -> None:
             total += t.user + t.system + t.children_user + t.children_system
         except psutil.Error:
             pass
-    CPU_SECONDS[name] = round(total, 1)
+    return total
+
+
+def _record_cpu(name: str, processes: list) -> None:
+    """CPU seconds of ``processes``, kept in timings.json."""
+    CPU_SECONDS[name] = round(_cpu(processes), 1)
+
+
+def _cpu_now(lab_pid: int) -> tuple[float, float]:
+    """CPU seconds so far of Chromium, and of JupyterLab with its kernels (for the timings of each step)."""
+    import psutil
+
+    chromium = [p for p in _descendants() if "chrom" in p.name()]
+    try:
+        lab = [psutil.Process(lab_pid), *_descendants(lab_pid)]
+    except psutil.Error:
+        lab = []
+    return _cpu(chromium), _cpu(lab)
 
 
 def _api(url: str, path: str, method: str = "GET"):
@@ -381,13 +399,24 @@ class Walk:
         self.timings = timings.setdefault(self.name, {})
         self.nb = None        # the notebook on disk (as saved from JupyterLab)
         self.blanks = 0
+        self.marks: dict[float, tuple[float, float]] = {}   # a step's start -> CPU seconds then (clock)
 
     # ---- helpers
     def problem(self, text: str) -> None:
         self.problems.append(text)
 
+    def clock(self) -> float:
+        """A step's start: now, with Chromium's and JupyterLab's CPU seconds so far (see timed)."""
+        now = time.monotonic()
+        self.marks[now] = _cpu_now(self.lab["pid"])
+        return now
+
     def timed(self, name: str, started: float) -> None:
+        """Seconds since ``started``; from a clock() start, also CPU seconds [Chromium, JupyterLab and kernels]."""
         self.timings[name] = round(time.monotonic() - started, 1)
+        if started in self.marks:
+            self.timings[name.removesuffix("_s") + "_cpu"] = [round(now - then, 1) for now, then in
+                                                              zip(_cpu_now(self.lab["pid"]), self.marks[started])]
 
     def cell_label(self, index: int) -> str:
         cell = self.nb.cells[index]
@@ -414,7 +443,9 @@ class Walk:
 
     def screenshot(self, name: str) -> Path:
         path = ARTIFACTS / f"{self.name}{name}.png"
+        started = self.clock()
         self.page.screenshot(path=str(path))
+        self.timed(f"screenshot{name}_s", started)
         return path
 
     # ---- notebooks
@@ -456,17 +487,20 @@ class Walk:
 
     def start_run_all(self, timing: str = "run_all_s") -> None:
         """Run > Run All Cells, once every cell is queued (the kernel then works on its own)."""
-        self.run_started = time.monotonic()
+        self.run_started = self.clock()
         self.run_statuses: list[str] = []   # the kernel statuses seen while Run All ran, in order (for a report)
 
-        def began():
+        def began():   # a cell queued or run, or the kernel busy: a click that got through, however slowly shown
             st = self.state()
-            return st is not None and any(p and re.search(r"\*|\d", p) for p in st["prompts"])
+            return st is not None and (st["status"] == "busy" or any(p and re.search(r"\*|\d", p)
+                                                                     for p in st["prompts"]))
         # Right after the page loads, the first notebook's first Run All is often lost: the menu item is disabled
         # until the notebook is the current widget, or JupyterLab takes the command and runs nothing. Each try
         # waits for an enabled item and clicks it once; a run that has not begun 10 s later is tried again.
         # JupyterLab marks every queued cell [*] as it sends the cells, so 10 s is ample even on a loaded machine
-        # (a single 30 s wait, until issue 47, cost every run of this file 30 s on the first lesson).
+        # (a single 30 s wait, until issue 47, cost every run of this file 30 s on the first lesson). A busy kernel
+        # counts as begun too: on a loaded machine the [*] prompts came later than the retry, and each extra click
+        # ran the whole notebook again (timings.json: first_execution_count, and the step's CPU seconds).
         # The notebook's own execution indicator reads "unknown" until its kernel connection is up, whatever the
         # status bar says: a Run All sent before then is the one that gets lost.
         self.wait("the notebook's kernel to be connected and idle",
@@ -696,7 +730,7 @@ class Walk:
 
     def validate(self, name: str) -> dict:
         """Click the nbgrader toolbar's Validate; the dialog's title, class, text and failed cells."""
-        started = time.monotonic()
+        started = self.clock()
         self.page.locator(f"{NOTEBOOK} .jp-Toolbar-item", has_text="Validate").locator("jp-button").click()
         dialog = self.page.locator(".jp-Dialog")
         self.wait(f"Validate ({name})", lambda: dialog.count() and "Validating" not in dialog.first.inner_text(),
@@ -709,18 +743,20 @@ class Walk:
 
     # ---- the two halves
     def solution(self) -> None:
-        started = time.monotonic()
+        started = self.clock()
         path = self.lab["root"] / "solutions" / self.lesson / f"{self.lesson}.ipynb"
         self.open(f"solutions/{self.lesson}/{self.lesson}.ipynb")
         self.timed("open_solution_s", started)
         self.start_run_all()
         self.wait_run_all()
         self.nb = self.save_and_read(path)
-        checked = time.monotonic()
+        self.timings["first_execution_count"] = next((c.get("execution_count") for c in self.nb.cells
+                                                      if c.cell_type == "code"), None)
+        checked = self.clock()
         widget_cells, figure_cells = self.check_outputs()
         cells = self.page.locator(NOTEBOOK).locator(".jp-Cell")
         self.timed("check_outputs_s", checked)
-        worked = time.monotonic()
+        worked = self.clock()
         for index in widget_cells:
             self.work_widgets(index)
         self.timed("work_widgets_s", worked)
@@ -747,7 +783,7 @@ class Walk:
         unsolved; every test cell shows an error; no other cell shows one unless tagged
         ``raises-exception`` (check_outputs, which also checks the widgets and figures).
         """
-        started = time.monotonic()
+        started = self.clock()
         path = self.lab["root"] / where
         self.open(where)
         self.start_run_all("run_all_release_s")
@@ -777,7 +813,7 @@ class Walk:
         self.timed("release_run_all_total_s", started)
 
     def release(self) -> None:
-        started = time.monotonic()
+        started = self.clock()
         release = self.lab["root"] / self.lesson / f"{self.lesson}.ipynb"
         if not release.is_file():
             self.problem(f"notebooks/{self.lesson}/{self.lesson}.ipynb is missing: run `make release`")
@@ -834,7 +870,7 @@ def test_the_walked_lessons_show_every_widget_kind():
 @pytest.mark.parametrize("lesson", [lesson for lesson in LESSONS if lesson in WALKED])
 def test_lesson_in_jupyterlab(lesson, lab, page, timings):
     walk = Walk(page, lab, lesson, timings)
-    started = time.monotonic()
+    started = walk.clock()
     try:
         for half in (walk.solution, walk.release) if lesson == VALIDATED_LESSON else (walk.solution,):
             try:
