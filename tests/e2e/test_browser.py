@@ -1,7 +1,15 @@
 """What a student sees in JupyterLab, checked in a real browser (headless Chromium driven by Playwright).
 
-One JupyterLab, started by ``make lab`` with its own settings, and one browser serve every lesson.
-For each lesson, on throwaway copies (the committed notebooks are never touched):
+One JupyterLab, started by ``make lab`` with its own settings, and one browser serve every lesson walked here:
+lessons 01, 03 and 06 (``browser_figures.WALKED``), which together show every kind of widget the course has
+(dropdowns, HTML, image widgets, a slider, a button, labels, progress bars, an Output) and figures both inline and
+in image widgets; test_the_walked_lessons_show_every_widget_kind fails when a lesson's stored widget state holds a
+kind they lack. How JupyterLab renders a kind of widget or a figure is the same in every lesson; what each other
+lesson's kernel sends (every figure a PNG of more than one colour, every widget a view of a model it sent, no
+control, progress bars at their end, every figure titled and labelled by the same audit) is
+test_lesson_outputs.py's, which runs those solutions in a kernel. Until issue 47 every lesson was walked here
+(lessons 02-09 about 55 s of a 105 s run). For each walked lesson, on throwaway copies (the committed notebooks
+are never touched):
 
 1. the solution notebook is opened in JupyterLab, with its stored outputs cleared, and run with
    Run > Run All Cells; when the kernel is idle, no cell may show an error (cells tagged
@@ -29,8 +37,9 @@ and in the round trip the untouched release, run top to bottom, fails only in it
 fails (test_autograde.py::test_plain_nbgrader_autograde: zero points) and the self-check at the end reports
 0 exercises passed (test_autograde.py::test_untouched_release_fails_only_in_exercise_cells). Until issue 47
 every lesson's release ran here too (about 70 s of a loaded `make test`). What no test sees now in lessons 02-09
-is a widget or figure that a demo draws only while an exercise is unsolved: the solution walk renders every demo
-cell with the answers in place, and test_figures.py reads every cell's drawing code.
+is a widget or figure that a demo draws only while an exercise is unsolved: the solution runs (here, or in a kernel in
+test_lesson_outputs.py) render every demo cell with the answers in place, and test_figures.py reads every cell's
+drawing code.
 
 Validate runs nbgrader's own execution of the notebook on the server. The browser proves the button,
 its dialog and what it names on the first lesson; for every lesson the verdict itself is plain
@@ -51,9 +60,10 @@ kernels fork from a warm template (a ``python3`` kernelspec on its ``JUPYTER_PAT
 it starts, and tests/e2e/test_warm_kernels.py proves a warm kernel's outputs identical to a cold one's.
 A student's JupyterLab keeps cold kernels.
 
-Screenshots (one per lesson, plus the two Validate dialogs, plus any blank widget image) and
-``timings.json`` (seconds per step and lesson, CPU seconds of Chromium and of JupyterLab with its
-kernels) go to ``$PTE_ARTIFACTS/browser`` (default ``.artifacts/browser`` in the repository; not committed).
+Screenshots (one per walked lesson, plus the two Validate dialogs, plus any blank widget image) and
+``timings.json`` (seconds per step and lesson, each step's CPU seconds as [Chromium, JupyterLab with its
+kernels], and the totals of both) go to ``$PTE_ARTIFACTS/browser`` (default ``.artifacts/browser`` in the
+repository; not committed).
 
 Needs Debian's ``chromium`` (``tools/system-deps.sh`` installs it before ``make test``) and the
 pinned ``playwright`` Python package; Playwright's own browser download is never used.
@@ -638,7 +648,8 @@ class Walk:
         installed = [entry for entry in entries if entry.get("installed")
                      and Path(entry["notebook"]).resolve() == path.resolve()]
         if not installed:
-            self.problem("the figure audit was not installed in this notebook's kernel (tests/support/browser_figures.py)")
+            self.problem("the figure audit was not installed in this notebook's kernel "
+                         "(tests/support/browser_figures.py)")
         for entry in entries:
             if entry.get("installed"):
                 continue
