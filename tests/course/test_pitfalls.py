@@ -1,8 +1,9 @@
 """Every listed pitfall fails its exercise's visible checks, with its message, and its hidden checks.
 
-One kernel per lesson. It runs, in order, the solution notebook's Setup, its answer and
-test cells and the cells that define names the tests use (``cells_to_run``), in
-``solutions/<lesson>/``, where the hidden checks find the reference observations. Then,
+One kernel per lesson. It runs, in order, the solution notebook's Setup, its answer cells, the
+visible part of its test cells and the cells that define names the tests use (``cells_to_run``), in
+``solutions/<lesson>/``, where the hidden checks find the reference observations (the hidden parts
+run when an answer is judged; nbval's run of solutions/ compares the solution's in the kernel). Then,
 for each wrong answer in ``tests/course/pitfalls/<lesson>.py``, it defines the wrong answer and
 runs the test cell of its exercise in two parts:
 
@@ -149,8 +150,10 @@ def cells_to_run(nb) -> list:
 class LessonSession:
     """The lesson's kernel after the solution's setup, answers and tests, and the outcome of every wrong answer."""
 
-    def __init__(self, lesson: str, *, hidden_parts: bool = True):
-        """``hidden_parts=False`` runs only the visible part of each test cell (a quicker start, for one answer)."""
+    def __init__(self, lesson: str):
+        """Of each test cell the set-up runs the visible part: the hidden parts run, recording, when an answer is
+        judged, and nbval's run of solutions/ compares them in the kernel (no cell reads a name only a hidden part
+        binds)."""
         self.lesson = lesson
         self.nb = nbformat.read(course.solution_path(lesson), as_version=4)
         self.exercises = kit.exercises(self.nb)
@@ -160,9 +163,15 @@ class LessonSession:
                              env=dict(os.environ, PTE_OBSERVE="compare", MPLBACKEND="agg"))
         self.setup_error = None
         self.outcomes: dict[tuple[str, str], dict] = {}
+        hidden_bound: set[str] = set()
         for cell in cells_to_run(self.nb):
             graded = kit.nbgrader_meta(cell).get("grade") and HIDDEN_START in cell.source
-            source = split_test(cell.source)[0] if graded and not hidden_parts else cell.source
+            source = split_test(cell.source)[0] if graded else cell.source
+            read, bound = names(source)
+            if (read - bound) & hidden_bound:
+                self.setup_error = f"cell {cell.get('id')} reads {sorted(read & hidden_bound)}, bound by a hidden part"
+                break
+            hidden_bound = (hidden_bound | (names(cell.source)[1] - bound if graded else set())) - bound
             result = self.kernel.run(source, timeout=300)
             if result.status != "ok" and "raises-exception" not in " ".join(cell.metadata.get("tags", [])):
                 self.setup_error = f"cell {cell.get('id')} of the solution failed: {result.ename}: {result.evalue}"
@@ -324,7 +333,7 @@ def test_forgery_is_rejected(lesson, exercise, description):
     """A wrong answer that forges its evidence (patches the checks, lies about itself, rewrites an instrument's
     record, undoes a payload's trace) is rejected by the judge. A kernel of its own: its patches stay there."""
     answer = kit.load_pitfall_module(lesson).FORGERIES[exercise][description].strip("\n")
-    found = LessonSession(lesson, hidden_parts=False)
+    found = LessonSession(lesson)
     try:
         assert found.setup_error is None, found.setup_error
         outcome = found.try_answer(exercise, answer)
