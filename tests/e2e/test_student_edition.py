@@ -561,10 +561,11 @@ def test_solutions_pass_every_visible_check(checked):
 @pytest.mark.slow
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_every_lesson_imports_only_the_edition(imports_observed, filled, lesson):
-    """What running each filled lesson in the copy showed before issue 47, short of FILLED's run: every
-    ``autograder`` import of the lesson (answers and test cells) and of each module it loads resolves, in the copy's
-    environment, to the copy's package; and make check's table for it would list the solution's exercises and points
-    (read from the edition's test cells as selfcheck.check_notebook reads them)."""
+    """What the edition changes for each lesson, observed without running it (until issue 47 all nine ran in make
+    check; FILLED still does, and nbval of solutions/ runs every solution's visible checks on the same kernel code):
+    every ``autograder`` import of the filled lesson (answers and test cells), and of each module that loads,
+    resolves in the copy's environment to the copy's package; and make check's table would list the solution's
+    exercises and points (read from the edition's test cells as selfcheck.check_notebook reads them)."""
     observed = imports_observed[lesson]
     assert not observed["failed"], f"{lesson} in the edition: {observed['failed']}"
     assert observed["ran"], f"{lesson}: no autograder import found to run"
