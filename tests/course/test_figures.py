@@ -10,7 +10,7 @@ Executing every solution here would be slow, so this checks the two places figur
   which draws no title by default must pass ``title=`` or set one; and every cell that shows a figure
   has a markdown cell right before or after it (where the lesson says what to notice).
 
-tests/e2e/test_browser.py and test_lesson_outputs.py audit every figure a kernel renders as well (the same rules).
+tests/e2e/test_browser.py and test_warm_kernels.py audit every figure a kernel renders as well (the same rules).
 """
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ in image widgets; test_the_walked_lessons_show_every_widget_kind fails when a le
 kind they lack. How JupyterLab renders a kind of widget or a figure is the same in every lesson; what each other
 lesson's kernel sends (every figure a PNG of more than one colour, every widget a view of a model it sent, no
 control, progress bars at their end, every figure titled and labelled by the same audit) is
-test_lesson_outputs.py's, which runs those solutions in a kernel. Until issue 47 every lesson was walked here
+test_warm_kernels.py's (its warm run of those solutions). Until issue 47 every lesson was walked here
 (lessons 02-09 about 55 s of a 105 s run). For each walked lesson, on throwaway copies (the committed notebooks
 are never touched):
 
@@ -38,7 +38,7 @@ fails (test_autograde.py::test_plain_nbgrader_autograde: zero points) and the se
 0 exercises passed (test_autograde.py::test_untouched_release_fails_only_in_exercise_cells). Until issue 47
 every lesson's release ran here too (about 70 s of a loaded `make test`). What no test sees now in lessons 02-09
 is a widget or figure that a demo draws only while an exercise is unsolved: the solution runs (here, or in a kernel in
-test_lesson_outputs.py) render every demo cell with the answers in place, and test_figures.py reads every cell's
+test_warm_kernels.py) render every demo cell with the answers in place, and test_figures.py reads every cell's
 drawing code.
 
 Validate runs nbgrader's own execution of the notebook on the server. The browser proves the button,

@@ -1,5 +1,5 @@
 """Is a matplotlib figure accessible: a title, and every axis labelled? Shared by test_figures, test_browser and
-test_lesson_outputs, with what the last two share: the lessons the browser walks and a widget's text repr.
+lesson_outputs, with what the last two share: the lessons the browser walks and a widget's text repr.
 
 A figure passes when it has a title (``fig.suptitle`` or a title on every panel) and every visible
 axes has both axes labelled. An axis counts as labelled when it has a label, when it shows no tick
@@ -20,7 +20,7 @@ from autograder.kernel.private_apis import COLORBAR, SUPTITLE, get
 # The lessons test_browser.py walks in JupyterLab: together they show every kind of widget the course has (01: the
 # dropdowns, HTML and image of the stride explorer; 03: the batch pager's slider, button, label and image, and a
 # progress bar; 06: the error gallery's dropdown and Output), figures inline and in image widgets. Every other
-# lesson is test_lesson_outputs.py's; test_browser.py::test_the_walked_lessons_show_every_widget_kind guards this.
+# lesson is test_warm_kernels.py's; test_browser.py::test_the_walked_lessons_show_every_widget_kind guards this.
 WALKED = ("01_tensors_and_views", "03_data_loading", "06_reading_errors")
 # a widget shown as something other than itself: JupyterLab's placeholders, or a widget's text repr
 WIDGET_FALLBACK = re.compile(r"Loading widget\.\.\.|Error displaying widget|"
