@@ -3,10 +3,11 @@
 tests/e2e/test_browser.py walks in JupyterLab only the lessons whose widgets, together, are every kind of
 widget the course shows (``browser_figures.WALKED``; test_browser.py::test_the_walked_lessons_show_every_widget_kind
 fails when a lesson brings a kind they lack), and works every control there. How JupyterLab draws a kind of
-widget, or a figure, is the same in every lesson; what is each lesson's own is what its kernel sends. Here every
-other lesson's solution runs once in a warm kernel (``pte-warm``; test_warm_kernels.py proves its outputs a cold
-kernel's), with the figure audit of tests/support/browser_figures.py installed as in test_browser.py's JupyterLab,
-and the executed notebook must show:
+widget, or a figure, is the same in every lesson; what is each lesson's own is what its kernel sends.
+tests/e2e/test_warm_kernels.py runs every solution once in a warm kernel (``pte-warm``) with nbclient
+(:func:`execute`: the widget state stored, the figure audit of tests/support/browser_figures.py installed as in
+test_browser.py's JupyterLab) and proves its outputs a cold kernel's; for every lesson but the walked ones the
+executed notebook must also show (:func:`output_problems`, :func:`audit_problems`):
 
 1. every code cell run, and no error outside the cells tagged ``raises-exception`` (nbclient stops at one);
 2. every figure as a PNG image of more than one colour, never only its text ``<Figure size ... with N Axes>``;
@@ -22,19 +23,17 @@ import io
 import json
 import os
 import re
-import shutil
 from pathlib import Path
 
 import nbformat
-import pytest
 from nbclient import NotebookClient
 from PIL import Image
 
-from autograder import course, warm
+from autograder import warm
+from autograder.warm.pool import ForkedProcess
 
-from browser_figures import STARTUP, WALKED, WIDGET_FALLBACK
+from browser_figures import STARTUP, WIDGET_FALLBACK
 
-LESSONS = [lesson for lesson in course.lessons() if lesson not in WALKED]
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 STATE_MIME = "application/vnd.jupyter.widget-state+json"
 # what a widget of these lessons may hold: containers, what shows, progress bars; anything else is a control
@@ -42,21 +41,32 @@ SHOWN = {"HBoxModel", "VBoxModel", "BoxModel", "LabelModel", "HTMLModel", "Image
          "IntProgressModel", "FloatProgressModel"}
 
 
-def execute(folder: Path, lesson: str, home: Path) -> tuple[nbformat.NotebookNode, list[dict]]:
-    """Run a copy of the solution with the figure audit: the executed notebook and the audit's entries."""
-    shutil.copytree(course.solution_path(lesson).parent, folder)
-    path = folder / f"{lesson}.ipynb"
+def install_audit(home: Path) -> dict[str, str]:
+    """The figure audit as an IPython startup file under ``home``: the environment that installs it in a kernel
+    (each notebook also needs ``JPY_SESSION_NAME`` and its own ``PTE_FIGURE_AUDIT`` file)."""
     startup = home / "ipython" / "profile_default" / "startup" / "50-pte-figure-audit.py"
-    startup.parent.mkdir(parents=True)
-    startup.write_text(STARTUP.format(tests=str(Path(__file__).parents[1] / "support")))
-    audit = home / "figures.jsonl"
+    startup.parent.mkdir(parents=True, exist_ok=True)
+    startup.write_text(STARTUP.format(tests=str(Path(__file__).parent)))
+    return {"IPYTHONDIR": str(home / "ipython")}
+
+
+def execute(path: Path, env: dict[str, str], audit: Path) -> tuple[nbformat.NotebookNode, list[dict], bool]:
+    """Run the notebook at ``path`` (in its folder) in a warm kernel with ``env`` (:func:`install_audit`'s
+    included) and the widget state stored: the executed notebook, the audit's entries, and whether the kernel
+    was forked from a warm template. nbclient raises ``CellExecutionError`` at an error outside
+    ``raises-exception`` cells."""
     nb = nbformat.read(path, as_version=4)
+    forked: list[bool] = []
+
+    def started(cell, cell_index):
+        if not forked:
+            forked.append(isinstance(client.km.provisioner.process, ForkedProcess))
+
     client = NotebookClient(nb, timeout=600, kernel_name=warm.KERNEL_NAME, store_widget_state=True,
-                            resources={"metadata": {"path": str(folder)}})
-    client.execute(env=dict(os.environ, IPYTHONDIR=str(home / "ipython"), PTE_FIGURE_AUDIT=str(audit),
-                            JPY_SESSION_NAME=str(path)))
+                            on_cell_execute=started, resources={"metadata": {"path": str(path.parent)}})
+    client.execute(env=dict(os.environ, **env, PTE_FIGURE_AUDIT=str(audit), JPY_SESSION_NAME=str(path)))
     entries = [json.loads(line) for line in audit.read_text().splitlines()] if audit.is_file() else []
-    return nb, entries
+    return nb, entries, bool(forked and forked[0])
 
 
 def colours(png: str) -> int:
@@ -114,16 +124,14 @@ def output_problems(nb) -> list[str]:
     return problems
 
 
-@pytest.mark.parametrize("lesson", LESSONS)
-def test_the_kernel_sends_whole_figures_and_widgets(lesson, tmp_path):
-    nb, audit = execute(tmp_path / lesson, lesson, tmp_path / "home")
-    problems = output_problems(nb)
+def audit_problems(nb, audit: list[dict]) -> list[str]:
+    """5 of the module docstring: the audit was installed, and every figure it saw passed."""
+    problems = []
     if not any(entry.get("installed") for entry in audit):
         problems.append("the figure audit was not installed in the kernel: no figure was audited")
-    audit = [entry for entry in audit if not entry.get("installed")]
     by_count = {cell.get("execution_count"): i for i, cell in enumerate(nb.cells) if cell.cell_type == "code"}
-    for entry in audit:
+    for entry in (entry for entry in audit if not entry.get("installed")):
         where = by_count.get(entry["execution_count"])
         problems.append(f"a figure drawn by {entry.get('drawn_by') or 'the cell'} in cell {where} "
                         f"({', '.join(map(repr, entry['titles'][:2])) or 'untitled'}): {'; '.join(entry['problems'])}")
-    assert not problems, f"{lesson}: {len(problems)} problem(s):\n  - " + "\n  - ".join(problems)
+    return problems
