@@ -13,9 +13,9 @@ One scratch course holds every lesson, each with the submissions that prove the 
   has the judge reject every FORGERIES entry of every lesson.
 
 No student hands in the solution itself: the wrong submission keeps its answers in every exercise but
-two, and the solution's own hidden checks pass against the stored reference in nbval's run of
-solutions/ (on this CPU, on the emulated one, under the rounding jitter), the same in-kernel
-comparison plain nbgrader scores.
+two, and the solution's own hidden checks pass against the stored reference in nbval's runs of
+solutions/ (on this CPU, and under the rounding jitter: the same in-kernel comparison plain nbgrader
+scores) and on the emulated CPU, where test_warm_kernels.py has the judge decide them.
 
 Plain nbgrader grades both (one nbgrader start for every lesson, with warm kernels: the ``pte-warm``
 kernelspec; a second start would pay nbgrader's start and the warm template again, and the suite is
