@@ -4,7 +4,7 @@
 Each probing student submits correct answers and one extra cell (right after the setup) that patches the
 kernel side while the hidden tests run:
 
-- ``probe-inspect`` prints every text the hidden code's frames hold (``sys._getframe`` up the stack, its
+- ``probe-inspect`` prints every text the hidden code's frames hold (``inspect.currentframe()`` up the stack, its
   constants, its locals, ``inspect.getsource``) to stdout and stderr;
 - ``probe-malformed`` patches the observation client so that each hidden observation is sent malformed, with
   the hidden label and the hidden code's texts as its field names;
@@ -43,7 +43,7 @@ _pte_state = {"hidden": False}
 def _pte_harvest():
     """Every text the frames of the hidden code hold: constants, locals, source."""
     found = []
-    frame = sys._getframe(1)
+    frame = inspect.currentframe().f_back
     while frame is not None:
         code = frame.f_code
         if not code.co_filename.endswith(".py"):
