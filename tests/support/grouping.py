@@ -20,18 +20,15 @@ LAYERS = ("unit", "course", "e2e")
 # summary this plugin prints at the end): the longest start first, so that the workers finish together instead of
 # one worker starting a 200 s file when the others are nearly done. A group not listed counts as 0 s (it fills the
 # tail). Only the order matters; update the figures from a run's summary when a file grows or shrinks a lot.
-# The ten longest are the fresh clone's run at 1232e53 less what issue 47 cut from them, measured file by file
-# (test_browser 250 s: the releases of lessons 02-09 and a 30 s wait for Run All gone; pitfalls 181 s: 15 % fewer
-# answers run; battery 178 s: 5 s cell timeouts, 159 s -> 126 s alone; feedback service 107 s: 78 s -> 64 s alone);
-# the files that run was not listing among its ten longest are capped at 80 s (they took less than test_hub's 81 s).
-# test_rounding_jitter (170 s at 0649de0) and test_slurm (94 s) are scaled by what the jitter's NumPy nudge and the
-# four-student class cut, alone in one period: 210 s -> 128 s and 145 s -> 84 s.
-SECONDS = {"test_warm_kernels": 167, "pitfalls": 155, "test_browser": 150, "roundtrip": 149, "battery": 141,
-           "test_rounding_jitter": 104, "test_feedback_service": 88, "test_class_report_graded": 93,
-           "test_gpu_runner": 85, "test_hub": 81, "test_student_edition": 80, "test_grading_trust": 80,
-           "test_warm_isolation": 80, "test_verdict_recorded": 80, "test_slurm": 55, "postgres": 80,
-           "test_dead_worker": 62, "test_exchange": 53, "test_cross_cpu": 52, "test_hidden_probes": 51,
-           "test_warm": 47, "test_flood": 46, "nbval": 40}
+# The figures are a fresh clone's run at ffe60ea (3 workers beside other work, so every file is slower than alone),
+# with what was merged after it: test_warm_kernels holds test_lesson_outputs' checks (one execution of six lessons
+# fewer), test_verdict_recorded's grading run is test_dead_worker's, test_hidden_probes' students are graded in
+# test_grading_trust, test_cross_cpu keeps only the emulation probe (seconds, so not listed).
+SECONDS = {"pitfalls": 285, "battery": 243, "test_warm_kernels": 230, "roundtrip": 213, "test_hub": 196,
+           "test_rounding_jitter": 171, "test_dead_worker": 159, "test_feedback_service": 134, "test_browser": 132,
+           "test_class_report_graded": 130, "test_slurm": 124, "test_gpu_runner": 111, "test_grading_trust": 102,
+           "test_warm_isolation": 94, "test_spawn": 83, "test_student_edition": 66, "postgres": 61,
+           "test_exchange": 47, "test_flood": 40, "nbval": 40, "test_warm": 40}
 
 
 def mark_layer(conftest: str, items, marks: tuple[str, ...]) -> None:
