@@ -40,7 +40,9 @@ def main(argv=None) -> int:
     if not settings.assignments:
         logging.warning("c.PTEFeedback.assignments is empty: no assignment is graded on submit")
     # JupyterHub stops a managed service with SIGINT, then SIGTERM: either ends the run of the grading command
-    # under way (Service.run_grading), and the queue keeps the rest
+    # under way (Service.run_grading), and the queue keeps the rest. SIGINT's handler is set here too: a process
+    # started in the background of a shell without job control inherits SIGINT ignored, and Python then leaves it so
+    signal.signal(signal.SIGINT, interrupt)
     signal.signal(signal.SIGTERM, interrupt)
     try:
         service.run()

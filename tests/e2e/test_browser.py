@@ -358,11 +358,21 @@ def _record_cpu(name: str, processes: list) -> None:
     CPU_SECONDS[name] = round(_cpu(processes), 1)
 
 
+def _name(process) -> str:
+    """The process's name, or "" when it ended after it was listed."""
+    import psutil
+
+    try:
+        return process.name()
+    except psutil.Error:
+        return ""
+
+
 def _cpu_now(lab_pid: int) -> tuple[float, float]:
     """CPU seconds so far of Chromium, and of JupyterLab with its kernels (for the timings of each step)."""
     import psutil
 
-    chromium = [p for p in _descendants() if "chrom" in p.name()]
+    chromium = [p for p in _descendants() if "chrom" in _name(p)]
     try:
         lab = [psutil.Process(lab_pid), *_descendants(lab_pid)]
     except psutil.Error:

@@ -116,8 +116,8 @@ def test_backups_are_pruned_to_the_number_the_course_sets(tmp_path):
 
 
 def test_the_services_state_is_unreadable_to_a_student(tmp_path):
-    """The service started as on a hub (python -m autograder.service) in a course folder other users can enter:
-    its folder is 0700, what it wrote is not readable by others, and the user nobody (uid 65534) fails to read
+    """The service started as on a hub (python -m autograder.service) in a course folder other users can enter, and
+    stopped by SIGINT as the hub stops it (also when it started with SIGINT ignored): its folder is 0700, what it wrote is not readable by others, and the user nobody (uid 65534) fails to read
     its queue."""
     if os.geteuid() != 0 or not shutil.which("setpriv"):
         pytest.fail("this test reads as the user nobody (setpriv, as root: `make test` runs as root)")
@@ -128,8 +128,11 @@ def test_the_services_state_is_unreadable_to_a_student(tmp_path):
         os.chmod(root, 0o755)
         os.chmod(root / "course", 0o755)
         (root / "course" / "nbgrader_config.py").write_text("c = get_config()\nc.CourseDirectory.course_id = 'pte'\n")
+        # started with SIGINT ignored, as a shell without job control starts a background command (`cmd &` in a
+        # script): the hub's SIGINT must stop it all the same
         proc = subprocess.Popen([sys.executable, "-m", "autograder.service", "--course", str(root / "course"),
-                                 "--exchange", str(root / "exchange")], stderr=subprocess.PIPE, text=True)
+                                 "--exchange", str(root / "exchange")], stderr=subprocess.PIPE, text=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
         state = root / "course" / ".grading" / "feedback-service"
         deadline = time.monotonic() + 120
         while not (state / "queue.sqlite").exists() and time.monotonic() < deadline:
