@@ -117,8 +117,8 @@ def test_backups_are_pruned_to_the_number_the_course_sets(tmp_path):
 
 def test_the_services_state_is_unreadable_to_a_student(tmp_path):
     """The service started as on a hub (python -m autograder.service) in a course folder other users can enter, and
-    stopped by SIGINT as the hub stops it (also when it started with SIGINT ignored): its folder is 0700, what it wrote is not readable by others, and the user nobody (uid 65534) fails to read
-    its queue."""
+    stopped by SIGINT as the hub stops it (also when it started with SIGINT ignored): its folder is 0700, what it
+    wrote is not readable by others, and the user nobody (uid 65534) fails to read its queue."""
     if os.geteuid() != 0 or not shutil.which("setpriv"):
         pytest.fail("this test reads as the user nobody (setpriv, as root: `make test` runs as root)")
     root = Path(os.environ.get("PTE_WORLD_TMP", "/tmp")) / f"pte-private-{os.getpid()}"
