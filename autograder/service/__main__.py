@@ -27,6 +27,20 @@ def main(argv=None) -> int:
                         help="nbgrader's exchange root (default: the course's Exchange.root, else "
                              "/srv/nbgrader/exchange)")
     args = parser.parse_args(argv)
+    # JupyterHub stops a managed service with SIGINT, then SIGTERM, at any moment, the start included: either ends
+    # the run of the grading command under way (Service.run_grading), and the queue keeps the rest. Both handlers are
+    # set before anything is written (whoever sees the queue may stop the service), SIGINT's too: a process started
+    # in the background of a shell without job control inherits SIGINT ignored, and Python then leaves it so.
+    signal.signal(signal.SIGINT, interrupt)
+    signal.signal(signal.SIGTERM, interrupt)
+    try:
+        return serve(args)
+    except KeyboardInterrupt:
+        logging.info("stopped; a submission being graded is graded again at the next start")
+        return 0
+
+
+def serve(args) -> int:
     os.umask(0o077)   # everything the service writes is its own: a student reads none of it
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     coursedir = load_coursedir(args.course)
@@ -39,15 +53,7 @@ def main(argv=None) -> int:
         return 3
     if not settings.assignments:
         logging.warning("c.PTEFeedback.assignments is empty: no assignment is graded on submit")
-    # JupyterHub stops a managed service with SIGINT, then SIGTERM: either ends the run of the grading command
-    # under way (Service.run_grading), and the queue keeps the rest. SIGINT's handler is set here too: a process
-    # started in the background of a shell without job control inherits SIGINT ignored, and Python then leaves it so
-    signal.signal(signal.SIGINT, interrupt)
-    signal.signal(signal.SIGTERM, interrupt)
-    try:
-        service.run()
-    except KeyboardInterrupt:
-        logging.info("stopped; a submission being graded is graded again at the next start")
+    service.run()
     return 0
 
 
