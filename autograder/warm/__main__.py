@@ -1,4 +1,5 @@
-"""``python -m autograder.warm install``: install the ``pte-warm`` kernelspec into this venv."""
+"""``python -m autograder.warm install``: install the ``pte-warm`` kernelspec into this venv.
+``python -m autograder.warm bytecode``: compile what a lesson's kernel imports (``autograder.warm.bytecode``)."""
 import argparse
 import sys
 from pathlib import Path
@@ -20,9 +21,14 @@ def install() -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m autograder.warm", description=__doc__)
-    parser.add_argument("command", choices=["install"])
-    parser.parse_args(argv)
-    print(install())
+    parser.add_argument("command", choices=["install", "bytecode"])
+    args = parser.parse_args(argv)
+    if args.command == "bytecode":
+        from autograder.warm.bytecode import compile_kernel_imports
+
+        compile_kernel_imports()
+    else:
+        print(install())
 
 
 if __name__ == "__main__":
