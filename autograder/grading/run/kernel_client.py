@@ -42,6 +42,7 @@ from autograder.warm.provisioner import SANDBOX_ARG, ColdStartRefused, ForkingPr
 # ---------------------------------------------------------------- reading what the kernel sends
 
 HISTORY = "--HistoryManager.hist_file"   # IPython's history: in memory, as nbclient gives python3 kernels
+KERNEL_CLASS = "--IPKernelApp.kernel_class="
 NO_DEBUGGER = "autograder.kernel.nodebugger.Kernel"   # named, not imported: it marks debugpy missing
 UNREADABLE = "pte_unreadable"   # what a message part the grader cannot decode becomes
 
@@ -125,7 +126,9 @@ class SandboxedKernelManager(AsyncKernelManager):
         # the kernel caps each cell's output itself (autograder.kernel.outputcap), before memory grows
         cmd = list(self.prefix) + super().format_kernel_cmd(extra_arguments)
         cmd.append(f"--IPKernelApp.extensions={outputcap.__name__}")
-        cmd.append(f"--IPKernelApp.kernel_class={NO_DEBUGGER}")   # see autograder/kernel/nodebugger.py
+        # the grader's kernel class, whatever the kernelspec names (pte-warm names the same one; traitlets refuses
+        # the option twice): see autograder/kernel/nodebugger.py
+        cmd = [arg for arg in cmd if not arg.startswith(KERNEL_CLASS)] + [f"{KERNEL_CLASS}{NO_DEBUGGER}"]
         if not any(arg.startswith(HISTORY) for arg in cmd):
             # nbclient asks for it only for kernels named python3 (its KernelManager.ipykernel), not pte-warm:
             # a warm kernel would otherwise create and commit an SQLite file (a tenth of its start-up)
