@@ -72,11 +72,18 @@ _STATE: dict = {}   # what main() saw at start-up, for the children
 # a dozen variables, so the child imports it (~0.1 s) with its own environment.
 PRELOAD = ("IPython", "IPython.core.application", "IPython.core.completerlib", "IPython.core.debugger",
            "IPython.core.oinspect", "IPython.core.profiledir", "IPython.core.shellapp", "IPython.extensions.storemagic",
-           "matplotlib", "matplotlib.pyplot", "numpy", "torch", "torch._dynamo", "zmq", "zmq.eventloop.zmqstream",
+           "matplotlib", "matplotlib.pyplot", "numpy", "torch", "zmq", "zmq.eventloop.zmqstream",
            "tornado.gen", "tornado.ioloop", "tornado.locks", "tornado.platform.asyncio", "tornado.queues", "psutil",
            "sqlite3", "jupyter_client.connect", "jupyter_client.session", "jupyter_core.paths", "ipykernel.connect",
            "ipykernel.control", "ipykernel.heartbeat", "ipykernel.iostream", "ipykernel.ipkernel",
            "ipykernel.parentpoller", "ipykernel.shellchannel", "ipykernel.zmqshell")
+
+
+# Imported when a second kernel is asked for, before it is forked: an optimiser's first step imports torch._dynamo
+# (about 1 s of CPU), which most lessons' kernels then need, but a template that forks one kernel only (a grading
+# process with one notebook to grade, the feedback on one submission) would import it for nothing, and a kernel
+# that steps an optimiser imports it itself, as a cold kernel does.
+PRELOAD_AFTER_FIRST = ("torch._dynamo",)
 
 
 def preload() -> None:
@@ -262,6 +269,7 @@ def reap(sock: socket.socket, children: dict[int, int], kernels: dict[int, int])
 def serve(sock: socket.socket) -> None:
     children: dict[int, int] = {}   # pid -> pidfd (readable once the child has ended)
     kernels: dict[int, int] = {}    # a sandboxed child's relay pid -> its kernel's pid
+    requests = 0
     while True:
         readable, _, _ = select.select([sock, *children.values()], [], [], 5.0)
         reap(sock, children, kernels)
@@ -275,6 +283,10 @@ def serve(sock: socket.socket) -> None:
         except MessageError as error:   # another version's launcher: it starts a template of its own
             print(f"pte-template: {error}; exiting", file=sys.stderr)
             return
+        requests += 1
+        if requests == 2:
+            for name in PRELOAD_AFTER_FIRST:
+                importlib.import_module(name)
         fork_kernel(sock, request, list(fds), children, kernels)
 
 

@@ -33,9 +33,11 @@ TIMEOUT = 300
 PROBE = r"""
 import json as _json, os as _os, sys as _sys
 _preloaded = "torch" in _sys.modules
+_dynamo = "torch._dynamo" in _sys.modules
 import random, threading, numpy, torch, matplotlib
 print(_json.dumps({
-    "torch_preloaded": _preloaded, "cwd": _os.getcwd(), "pid": _os.getpid(), "ppid": _os.getppid(),
+    "torch_preloaded": _preloaded, "dynamo_preloaded": _dynamo, "cwd": _os.getcwd(), "pid": _os.getpid(),
+    "ppid": _os.getppid(),
     "pgid": _os.getpgid(0), "sid": _os.getsid(0),
     "parent_cmdline": open(f"/proc/{_os.getppid()}/cmdline").read().split("\0"),
     "env": dict(_os.environ), "argv0": _sys.argv[0], "argc": len(_sys.argv), "orig_argv": _sys.orig_argv[:3],
@@ -225,6 +227,14 @@ def test_generators_as_in_a_fresh_process(warm_run, second, cold, templates):
         assert first["torch_rand"] == other["torch_rand"] == cold[0]["torch_rand"]
     else:
         assert len({first["torch_seed"], other["torch_seed"], cold[0]["torch_seed"]}) == 3
+
+
+def test_the_optimisers_import_waits_for_a_second_kernel(warm_run, second):
+    """A template's first kernel is forked before it imports torch._dynamo (an optimiser's first step imports it,
+    about 1 s of CPU that a template forking one kernel would spend for nothing); the second one after."""
+    first, other = warm_run[0], second[0]
+    assert first["ppid"] == other["ppid"]
+    assert not first["dynamo_preloaded"] and other["dynamo_preloaded"]
 
 
 def test_cold_when_the_template_owns_a_thread(templates, records, tmp_path, monkeypatch):
