@@ -56,9 +56,9 @@ The test's JupyterLab user (a fresh settings folder) differs from a student's in
 only: every cell is attached to the page (``windowingMode: none``; by default cells far off screen
 are not in the DOM), closing a notebook shuts its kernel down, and no news is fetched. Its ``python3``
 kernels fork from a warm template (a ``python3`` kernelspec on its ``JUPYTER_PATH`` that names the
-``pte-forking`` provisioner, as ``pte-warm`` does): what this test checks is what a kernel shows, not how
-it starts, and tests/e2e/test_warm_kernels.py proves a warm kernel's outputs identical to a cold one's.
-A student's JupyterLab keeps cold kernels.
+``pte-forking`` provisioner, as ``pte-warm`` does, and, unlike it, the debugger): what this test checks is
+what a kernel shows, not how it starts, and tests/e2e/test_warm_kernels.py proves a warm kernel's outputs
+identical to a cold one's. A student's JupyterLab keeps cold kernels.
 
 Screenshots (one per walked lesson, plus the two Validate dialogs, plus any blank widget image) and
 ``timings.json`` (seconds per step and lesson, each step's CPU seconds as [Chromium, JupyterLab with its
@@ -268,8 +268,11 @@ def lab(course_copy, tmp_path_factory, timings):
     startup = home / "ipython" / "profile_default" / "startup" / "50-pte-figure-audit.py"
     startup.parent.mkdir(parents=True)
     startup.write_text(STARTUP.format(tests=str(Path(__file__).parents[1] / "support")))
-    # python3 kernels (the notebooks' own, and Validate's) fork from a warm template (module docstring)
+    # python3 kernels (the notebooks' own, and Validate's) fork from a warm template (module docstring), with the
+    # debugger a student's python3 kernel has (pte-warm's kernels start without it)
     spec = json.loads((WARM_SPEC / "kernel.json").read_text())
+    spec["argv"] = [arg for arg in spec["argv"] if not arg.startswith("--IPKernelApp.kernel_class=")]
+    spec["metadata"] = {**spec["metadata"], "debugger": True}
     (home / "jupyter" / "kernels" / "python3").mkdir(parents=True)
     (home / "jupyter" / "kernels" / "python3" / "kernel.json").write_text(
         json.dumps({**spec, "display_name": "Python 3 (ipykernel)"}))
