@@ -110,6 +110,15 @@ def watch(scratch: Path, stop: threading.Event, kills: list) -> None:
             flag.unlink(missing_ok=True)
 
 
+# honest-a's answer cell also tries to leave this file in the test's folder on the host, which no sandbox shows
+HOST_MARK = "student-code-ran-outside-the-sandbox"
+
+
+def marking(solution: str, host_folder: Path) -> str:
+    return (kit.solution_body(solution) + f"\n\ntry:\n    open({str(host_folder / HOST_MARK)!r}, 'w').close()\n"
+            "except OSError:\n    pass\n")
+
+
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     assert ensure_bubblewrap(), "bubblewrap must work here"
@@ -119,8 +128,9 @@ def graded(tmp_path_factory):
         config.write(GENEROUS)
     release_nb = kit.release_notebook(root, LESSON)
     solution_nb = nbformat.read(course.solution_path(LESSON), as_version=4)
-    for student in ("honest-a", "honest-b"):
-        kit.submit(root, student, LESSON, kit.fill_answers(release_nb, solution_nb))
+    kit.submit(root, "honest-a", LESSON, kit.fill_answers(release_nb, solution_nb, {
+        "shares_storage": marking(kit.exercises(solution_nb)["shares_storage"]["solution"].source, base)}))
+    kit.submit(root, "honest-b", LESSON, kit.fill_answers(release_nb, solution_nb))
     kit.submit(root, "kills-its-worker", LESSON, kit.fill_answers(release_nb, solution_nb,
                                                                   {"linear_forward": KILLER}))
     kit.submit(root, "untouched", LESSON, release_nb)
@@ -260,3 +270,14 @@ def assert_one_score(root, judged: dict[str, float]) -> None:
         page = (root / "feedback" / student / LESSON / f"{LESSON}.html").read_text()
         total = re.search(r"Score:\s*([\d.]+)\s*/\s*([\d.]+)", page)
         assert total and float(total.group(1)) == points, (student, total and total.group(0))
+
+
+def test_the_recording_step_runs_no_student_code(graded):
+    """This course's nbgrader_config.py lists autograde steps of its own (GENEROUS, nbgrader's Execute among them),
+    which nbgrader loads over the grader's settings. The recording step reads the notebooks the grader ran in its
+    sandbox and runs none again: a kernel there would run the student's code unconfined, as the grader. Until
+    issue 47's 53rd stop it did, for every batch of such a course: honest-a's answer cell left its file on the
+    host (the grading run's batches and the recorder test's above). A step that executes in another list stops
+    the recording instead (test_grading_units.py)."""
+    root, proc, *_ = graded
+    assert not (root.parent / HOST_MARK).exists(), "a kernel outside the sandbox ran honest-a's answer cell"

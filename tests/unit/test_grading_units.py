@@ -445,6 +445,18 @@ def test_phase_two_is_nbgraders_own_autograde_with_only_execution_swapped(tmp_pa
     assert [s.__name__ for s in recording.autograde_preprocessors(custom)] == ["LimitOutput", "LoadStaged"]
 
 
+def test_the_recording_step_refuses_a_course_step_that_executes(tmp_path, monkeypatch):
+    """An executing step that a course's nbgrader_config.py names in a list the grader does not set (here the
+    sanitizing steps) would run the student's code in the recording process, outside the sandbox: the recording
+    stops instead, naming it (before issue 47's 53rd stop, nbgrader started a kernel). The autograde steps
+    themselves are the grader's, whatever the course's file says (test_dead_worker.py's GENEROUS course)."""
+    custom = _course_with_config(tmp_path, "from nbgrader.preprocessors import Execute\n"
+                                           "c.Autograde.sanitize_preprocessors = [Execute]\n")
+    monkeypatch.chdir(custom)   # where the grader starts it
+    with pytest.raises(RuntimeError, match=r"Autograde\.sanitize_preprocessors names Execute, which executes"):
+        recording.main([str(custom), "01_tensors_and_views", str(custom / ".grading" / "staged")])
+
+
 def test_every_status_is_one_enum_member():
     from autograder.grading.status import Status
 

@@ -75,12 +75,38 @@ def others(folder: Path, assignment: str, batch: list[str]) -> str:
     return ",".join(sorted(present - set(batch)))
 
 
+def runs_no_notebook(config: Config, converter: str) -> None:
+    """Refuse (RuntimeError) a configuration that would execute a notebook here. The recording process is no
+    sandbox: it runs as the grader, so a step that starts a kernel would run the student's code unconfined. The
+    grader's own list of autograde steps drops nbgrader's Execute; a course's ``nbgrader_config.py`` may still name
+    an executing step in another list, which no setting of ours replaces."""
+    from nbconvert.preprocessors import ExecutePreprocessor
+    from traitlets.utils.importstring import import_item
+
+    for section in (converter, *EXPORTERS):
+        for key in ("autograde_preprocessors", "sanitize_preprocessors", "preprocessors"):
+            for step in config.get(section, {}).get(key, None) or []:
+                found = import_item(step) if isinstance(step, str) else step
+                if isinstance(found, type) and issubclass(found, ExecutePreprocessor):
+                    raise RuntimeError(f"{section}.{key} names {found.__name__}, which executes the notebook: the "
+                                       "recording step never runs a notebook (the grader has run it in its sandbox)")
+
+
+# besides the converter's own (Autograde, GenerateFeedback), the sections whose preprocessor lists it reads
+EXPORTERS = ("BaseConverter", "Exporter", "TemplateExporter", "HTMLExporter", "NotebookExporter")
+
+
 def run_app(app_class, config: Config, assignment: str) -> Path:
-    """One nbgrader app, configured before initialize() so that the course directory and converters see it;
-    returns the course's autograded folder."""
+    """One nbgrader app, configured before initialize() so that the course directory sees it, and again after,
+    since initialize() loads the course's ``nbgrader_config.py`` over it: what the grader sets (the steps with
+    Execute swapped, which students, which folders) is never the course's to undo; returns the course's
+    autograded folder."""
     app = app_class.instance(config=config)
     try:
         app.initialize([assignment, "--log-level=ERROR"])
+        app.update_config(config)
+        app.coursedir.update_config(config)
+        runs_no_notebook(app.config, app_class.__name__.removesuffix("App"))
         app.start()
         coursedir = app.coursedir
     finally:   # the next batch gets an app of its own, with its own configuration
