@@ -7,6 +7,10 @@ oneDNN, OpenMP, OpenBLAS, NumPy, Python, matplotlib, IPython, traitlets, the loc
 only those and ``PATH``. A template found dead is replaced by a new one (logged). Each template ends when
 this process closes its socket: ``close_templates()``, at exit, or when this process dies.
 
+A grading run shares one template between its workers: the grading command starts it with a listening socket
+(:func:`share`) and each worker connects (:func:`attach`), a ``Template`` on a connection of its own whose process
+is not its child; the template protocol (``autograder.warm.template``) says what each connection gets.
+
 A ``ForkedProcess`` is what LocalProvisioner needs of a ``Popen`` for a kernel that is the template's child,
 not ours: a pidfd says when it has ended and carries signals (immune to pid reuse); its exit status is the
 one the template reports.
@@ -24,6 +28,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 from autograder.grading.messages import (
     TEMPLATE_SAYS,
@@ -54,15 +59,23 @@ class TemplateGone(RuntimeError):
 class Template:
     """The launcher's side of one template process."""
 
-    def __init__(self, env: dict[str, str]):
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    def __init__(self, env: dict[str, str], listener: socket.socket | None = None,
+                 connected: socket.socket | None = None):
+        """Start a template (``listener``: the listening socket other grading processes of the run connect to,
+        see :func:`share`), or be one more launcher of a running one (``connected``: see :func:`attach`)."""
         self.started = time.perf_counter()
-        self.proc = subprocess.Popen([sys.executable, "-m", "autograder.warm.template", str(theirs.fileno())],
-                                     pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=env, cwd="/",
-                                     start_new_session=True)
-        theirs.close()
+        if connected is not None:
+            ours, self.proc = connected, None
+        else:
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            fds = [theirs.fileno()] + ([listener.fileno()] if listener is not None else [])
+            self.proc = subprocess.Popen([sys.executable, "-m", "autograder.warm.template", *map(str, fds)],
+                                         pass_fds=fds, stdin=subprocess.DEVNULL, env=env, cwd="/",
+                                         start_new_session=True)
+            theirs.close()
         ours.setblocking(False)
-        self.sock, self.pid, self.owner = ours, self.proc.pid, os.getpid()
+        self.sock, self.owner = ours, os.getpid()
+        self.pid: int | None = self.proc.pid if self.proc is not None else None   # a shared one's: once ready
         self.ready: dict | None = None
         self.replies: dict[int, Forked | StartCold] = {}
         self.exits: dict[int, int] = {}
@@ -72,7 +85,10 @@ class Template:
         self._lock = threading.Lock()
 
     def alive(self) -> bool:
-        return not self.eof and self.proc.poll() is None
+        return not self.eof and (self.proc is None or self.proc.poll() is None)
+
+    def exit_code(self) -> int | str | None:
+        return self.proc.poll() if self.proc is not None else "its connection closed"
 
     def drain(self) -> None:
         """Read every message waiting on the socket."""
@@ -91,9 +107,12 @@ class Template:
                     message = decode_one_of(data, *TEMPLATE_SAYS)
                 except MessageError as error:   # another version's template: ended, and replaced when asked for
                     self.eof, self.unreadable = True, str(error)
-                    self.proc.kill()
+                    if self.proc is not None:
+                        self.proc.kill()
+                    self.sock.close()
                     return
                 if isinstance(message, TemplateReady):
+                    self.pid = message.pid
                     self.ready = {"ready": message.pid, "seconds": message.seconds,
                                   "wall": round(time.perf_counter() - self.started, 3)}
                 elif isinstance(message, ChildExited):
@@ -110,7 +129,7 @@ class Template:
                 return value
             if not self.alive():
                 raise TemplateGone(f"template {self.pid} sent what this launcher cannot read: {self.unreadable}"
-                                   if self.unreadable else f"template {self.pid} exited ({self.proc.poll()})")
+                                   if self.unreadable else f"template {self.pid} exited ({self.exit_code()})")
             if time.monotonic() > deadline:
                 raise TimeoutError(f"template {self.pid} did not answer in {timeout:.0f} s")
             await asyncio.sleep(pause)
@@ -134,8 +153,8 @@ class Template:
         return self.exits.pop(pid, None)
 
     def close(self, wait_s: float = 0.0) -> None:
-        self.sock.close()   # EOF: the template exits
-        if wait_s:
+        self.sock.close()   # EOF: the template exits (a shared one: it kills this launcher's kernels)
+        if wait_s and self.proc is not None:
             try:
                 self.proc.wait(wait_s)
             except subprocess.TimeoutExpired:
@@ -210,7 +229,7 @@ def get_template(env: dict[str, str], log=None) -> Template:
         template = _templates.get(key)
         if template is not None and not template.alive():
             if log is not None:
-                log.warning("pte-warm: template %s ended (%s); starting a new one", template.pid, template.proc.poll())
+                log.warning("pte-warm: template %s ended (%s); starting a new one", template.pid, template.exit_code())
             template.close()
             template = None
         if template is None:
@@ -222,6 +241,43 @@ def get_template(env: dict[str, str], log=None) -> Template:
 def prestart(env: dict[str, str] | None = None) -> Template:
     """Start the template a kernel with ``env`` (default: this process's) will fork from; returns at once."""
     return get_template(dict(os.environ if env is None else env))
+
+
+SHARED_NAME = "template.sock"
+
+
+def share(env: dict[str, str], folder: Path) -> str:
+    """Start this process's template for ``env`` with a listening socket, ``folder``/template.sock (``folder`` is
+    made here, readable by its owner only), which the run's grading processes connect to (:func:`attach`), each a
+    launcher of its own; return the socket's path. The template serves only processes of its own user."""
+    folder.mkdir(mode=0o700)
+    path = folder / SHARED_NAME
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        listener.bind(str(path))
+        listener.listen(64)
+        template_env = {name: value for name, value in env.items() if keyed(name) or name == "PATH"}
+        with _registry_lock:
+            _templates[template_key(env)] = Template(template_env, listener=listener)
+    finally:
+        listener.close()   # the template's copy listens
+    return str(path)
+
+
+def attach(path: str, env: dict[str, str]) -> Template:
+    """Use the shared template at ``path`` (:func:`share`) for ``env``'s key in this process: its kernels are
+    forked by it at this process's requests, on a connection of this process's own. A template that is gone
+    is replaced by one of this process's own (:func:`get_template`)."""
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        conn.connect(path)
+    except OSError:
+        conn.close()
+        raise
+    template = Template(env, connected=conn)
+    with _registry_lock:
+        _templates[template_key(env)] = template
+    return template
 
 
 def close_templates() -> None:

@@ -174,6 +174,7 @@ class ForkingProvisioner(LocalProvisioner):
     async def _fork(self, cmd: list[str], env: dict[str, str], kwargs: dict, sandbox: dict | None) -> str | None:
         """Fork the kernel and set what LocalProvisioner.launch_kernel sets; the reason to go cold, or None."""
         template = get_template(template_env(env, sandbox), self.log)
+        await template.wait_ready()   # a shared template's pid is known once it is
         if sandbox is not None:   # the policy's environment, as bubblewrap's --setenv gives a cold kernel
             env = isolate.kernel_env(Policy.from_message(sandbox), env)
         elif kwargs.get("independent"):

@@ -13,9 +13,17 @@ One message (``autograder.grading.messages``) per packet:
 - template -> launcher: ``ChildExited`` (pid, ``Popen.returncode``'s convention) when a child ends.
 
 At EOF on the socket (the launcher closed it or died) the template exits, and so it does on a request it cannot
-read (another version's: the launcher then starts a new template). It is single-threaded: one
-``select`` over the socket and a pidfd per child, no signal handler, no thread, no ZMQ context, no tensor
-operation; ``unsafe_reason()`` checks that before every fork.
+read (another version's: the launcher then starts a new template).
+
+A grading run's template (``autograder.warm.pool.share``) gets a second descriptor, ``python -m
+autograder.warm.template FD LISTENER``: a listening socket in a folder of the run's that only its owner may enter.
+Each grading process of the run connects to it (``attach``) and is a launcher of its own: the same messages on its
+own connection (a connection from another user is closed unanswered); the ends of its kernels are reported to it
+alone; and when it goes (EOF, or a request the template cannot read), the kernels forked for it are killed, as
+they die with a template of their own. The template ends with FD's launcher, the grading command.
+
+It is single-threaded: one ``select`` over the sockets and a pidfd per child, no signal handler, no thread, no ZMQ
+context, no tensor operation; ``unsafe_reason()`` checks that before every fork.
 
 A child is a fresh kernel to the code it runs: its own session, working directory, umask, stdio,
 ``os.environ`` (replaced whole), ``sys.argv``/``sys.orig_argv``/``sys.path`` as ``python -m
@@ -39,7 +47,9 @@ import importlib.util
 import os
 import random
 import select
+import signal
 import socket
+import struct
 import sys
 import threading
 import time
@@ -157,12 +167,12 @@ def _become_kernel(request: ForkRequest, stdout: int, stderr: int) -> None:
     app.launch_new_instance()
 
 
-def _child(sock: socket.socket, request: ForkRequest, fds: list[int], close: list[int], ready_w: int) -> None:
-    """Runs in the forked child and never returns into the template's loop."""
+def _child(request: ForkRequest, fds: list[int], close: list[int], ready_w: int) -> None:
+    """Runs in the forked child and never returns into the template's loop. ``close``: every descriptor of the
+    template's (its sockets, listening one included, and the pidfds of its other children)."""
     code = 1
     try:
         os.setsid()
-        sock.close()
         for fd in close:
             os.close(fd)
         if request.sandbox is not None:
@@ -210,9 +220,18 @@ def _sandbox_answer(raw: bytes) -> SandboxReady | SandboxFailed:
         return SandboxFailed(f"the relay's answer cannot be read: {error}")
 
 
+class Launcher:
+    """One launcher's connection and the children forked at its request."""
+
+    def __init__(self, sock: socket.socket | None):
+        self.sock = sock
+        self.children: dict[int, int] = {}   # pid -> pidfd (readable once the child has ended)
+        self.kernels: dict[int, int] = {}    # a sandboxed child's relay pid -> its kernel's pid
+
+
 def fork_kernel(sock: socket.socket, request: ForkRequest, fds: list[int], children: dict[int, int],
-                kernels: dict[int, int]) -> None:
-    """Answer one request: fork a kernel, or say why it must start cold."""
+                kernels: dict[int, int], close: list[int]) -> None:
+    """Answer one request: fork a kernel, or say why it must start cold. ``close``: what the child closes."""
     reason = unsafe_reason()
     if reason is None and len(fds) != 2:
         reason = f"the request carried {len(fds)} file descriptors, not 2"
@@ -231,7 +250,7 @@ def fork_kernel(sock: socket.socket, request: ForkRequest, fds: list[int], child
     pid = os.fork()
     if pid == 0:
         os.close(ready_r)
-        _child(sock, request, fds, list(children.values()), ready_w)
+        _child(request, fds, close, ready_w)
     os.close(ready_w)
     answer = b""   # EOF once the child has called setsid(): its pgid is its pid from here on
     while chunk := os.read(ready_r, 4096):   # a sandboxed child's relay says SandboxReady or SandboxFailed first
@@ -251,8 +270,8 @@ def fork_kernel(sock: socket.socket, request: ForkRequest, fds: list[int], child
         _send(sock, StartCold(request.id, "the sandbox could not be made: " + sandbox.reason))
 
 
-def reap(sock: socket.socket, children: dict[int, int], kernels: dict[int, int]) -> None:
-    """Collect every child that has ended and report its status."""
+def reap(launchers: list[Launcher]) -> None:
+    """Collect every child that has ended and report its status to the launcher that asked for it."""
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
@@ -260,39 +279,83 @@ def reap(sock: socket.socket, children: dict[int, int], kernels: dict[int, int])
             return
         if pid == 0:
             return
-        pidfd = children.pop(pid, None)
-        if pidfd is not None:
-            os.close(pidfd)
-        _send(sock, ChildExited(kernels.pop(pid, pid), os.waitstatus_to_exitcode(status)))
+        for launcher in launchers:
+            if pid in launcher.children:
+                os.close(launcher.children.pop(pid))
+                kernel = launcher.kernels.pop(pid, pid)
+                if launcher.sock is not None:
+                    _send(launcher.sock, ChildExited(kernel, os.waitstatus_to_exitcode(status)))
+                break
 
 
-def serve(sock: socket.socket) -> None:
-    children: dict[int, int] = {}   # pid -> pidfd (readable once the child has ended)
-    kernels: dict[int, int] = {}    # a sandboxed child's relay pid -> its kernel's pid
+def accept(listener: socket.socket, launchers: list[Launcher]) -> None:
+    """A grading process of the same run connects: only a process of this template's user is served."""
+    conn, _ = listener.accept()
+    pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    if uid != os.getuid():
+        print(f"pte-template: refused a connection from pid {pid} (uid {uid})", file=sys.stderr)
+        conn.close()
+        return
+    launchers.append(Launcher(conn))
+    _send(conn, TemplateReady(os.getpid(), _STATE["seconds"]))
+
+
+def let_go(launcher: Launcher) -> None:
+    """A launcher that is gone (it closed its socket, or died): the kernels forked for it are killed, as they
+    die with a template of their own, and reaped later."""
+    for pidfd in launcher.children.values():
+        try:
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    launcher.sock.close()
+    launcher.sock = None
+
+
+def serve(sock: socket.socket, listener: socket.socket | None = None) -> None:
+    """Fork for ``sock``'s launcher, and for each grading process that connects to ``listener`` (a run's shared
+    template): each launcher's requests are answered, and its children's ends reported, on its own connection.
+    The template ends with ``sock``'s launcher (EOF or a request it cannot read)."""
+    launchers = [Launcher(sock)]
     requests = 0
     while True:
-        readable, _, _ = select.select([sock, *children.values()], [], [], 5.0)
-        reap(sock, children, kernels)
-        if sock not in readable:
-            continue
-        message, fds, _flags, _addr = socket.recv_fds(sock, 1 << 20, 2)
-        if not message:
-            return   # EOF: the launcher is gone
-        try:
-            request = ForkRequest.decode(message)
-        except MessageError as error:   # another version's launcher: it starts a template of its own
-            print(f"pte-template: {error}; exiting", file=sys.stderr)
-            return
-        requests += 1
-        if requests == 2:
-            for name in PRELOAD_AFTER_FIRST:
-                importlib.import_module(name)
-        fork_kernel(sock, request, list(fds), children, kernels)
+        by_socket = {launcher.sock: launcher for launcher in launchers if launcher.sock is not None}
+        pidfds = [fd for launcher in launchers for fd in launcher.children.values()]
+        readable, _, _ = select.select([*by_socket, *pidfds, *([listener] if listener else [])], [], [], 5.0)
+        reap(launchers)
+        launchers[:] = [launcher for launcher in launchers if launcher.sock is not None or launcher.children]
+        if listener is not None and listener in readable:
+            accept(listener, launchers)
+        for ready in [s for s in readable if s in by_socket]:
+            message, fds, _flags, _addr = socket.recv_fds(ready, 1 << 20, 2)
+            request = None
+            if message:
+                try:
+                    request = ForkRequest.decode(message)
+                except MessageError as error:   # another version's launcher: it starts a template of its own
+                    print(f"pte-template: {error}; dropping that launcher", file=sys.stderr)
+            if request is None:   # EOF: the launcher is gone
+                for fd in fds:
+                    os.close(fd)
+                if ready is sock:
+                    return
+                let_go(by_socket[ready])
+                continue
+            requests += 1
+            if requests == 2:
+                for name in PRELOAD_AFTER_FIRST:
+                    importlib.import_module(name)
+            close = [launcher.sock.fileno() for launcher in launchers if launcher.sock is not None]
+            close += [fd for launcher in launchers for fd in launcher.children.values()]
+            launcher = by_socket[ready]
+            fork_kernel(ready, request, list(fds), launcher.children, launcher.kernels,
+                        close + ([listener.fileno()] if listener else []))
 
 
 def main() -> None:
     started = time.perf_counter()
     sock = socket.socket(fileno=int(sys.argv[1]))
+    listener = socket.socket(fileno=int(sys.argv[2])) if len(sys.argv) > 2 else None
     path = list(sys.path)   # before any import adds to it; then what ipykernel_launcher removes
     if path and (path[0] == "" or Path(path[0]) == Path.cwd()):
         del path[0]
@@ -302,9 +365,10 @@ def main() -> None:
     Path("/proc/self/comm").write_text("pte-template")   # for ps and top; each child sets its own back
     if os.environ.get("PTE_WARM_TEST_THREAD") == "1":   # test hook, see the module's docstring
         threading.Thread(target=time.sleep, args=(3600,), daemon=True).start()
+    _STATE["seconds"] = round(time.perf_counter() - started, 3)
     try:
-        _send(sock, TemplateReady(os.getpid(), round(time.perf_counter() - started, 3)))
-        serve(sock)
+        _send(sock, TemplateReady(os.getpid(), _STATE["seconds"]))
+        serve(sock, listener)
     except (BrokenPipeError, ConnectionResetError):
         pass   # the launcher is gone
 

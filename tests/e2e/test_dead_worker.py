@@ -76,14 +76,17 @@ c.Autograde.autograde_preprocessors = _steps[:_at] + [Generous] + _steps[_at:]
 
 
 def worker_of(kernel: psutil.Process) -> psutil.Process | None:
-    """The grading worker above a sandboxed kernel: the first ancestor started by multiprocessing."""
-    for parent in kernel.parents():
-        try:
-            if "multiprocessing" in " ".join(parent.cmdline()):
-                return parent
-        except psutil.Error:
-            continue
-    return None
+    """The grading worker a kernel runs for: the grader names each kernel's groups ``pte-grading/<worker
+    pid>-...`` (a warm kernel is not the worker's descendant: the run's one template forks every worker's)."""
+    try:
+        groups = Path(f"/proc/{kernel.pid}/cgroup").read_text()
+    except OSError:
+        return None
+    found = re.search(rf"/{cgroups.PARENT}/(\d+)-", groups)
+    try:
+        return psutil.Process(int(found.group(1))) if found else None
+    except psutil.Error:
+        return None
 
 
 def binds_under(proc: psutil.Process, runtime: Path) -> bool:

@@ -56,7 +56,7 @@ def test_a_cached_reference_is_read_without_running_and_a_stale_or_unreadable_on
 
 
 class _Pool:
-    def __init__(self, jobs, context, slots, template_env=None, reference_events=None):
+    def __init__(self, jobs, context, slots, template_env=None, reference_events=None, shared=None):
         self.jobs, self.slots = jobs, list(slots)
 
 

@@ -71,7 +71,14 @@ class Engine:
         # no more grading processes than tasks that run a kernel: each starts a warm template (torch imported)
         kernels = len(run.tasks) + len(self.unsettled) - len(self.cached)
         slots = cpu_sets(run.settings.jobs)[:max(1, min(run.settings.jobs, kernels))]
-        self.pool = Workers(len(slots), context, slots, runner.template_env_for(run.limits), self.reference_events)
+        template_env, self.shared = runner.template_env_for(run.limits), None
+        if template_env is not None and len(slots) > 1:
+            # one template for the run (torch imported once, 2-3 CPU-s and hundreds of MB a template): every
+            # worker connects to it and has its kernels forked over a connection of its own
+            from autograder.warm import pool
+
+            self.shared = pool.share(template_env, Path(run.paths.scratch) / "template")
+        self.pool = Workers(len(slots), context, slots, template_env, self.reference_events, self.shared)
         self.results: list[NotebookResult] = []
         self.waiting: dict[str, list[str]] = {}    # assignment -> students graded, not yet recorded
         self.recording: futures.Future | None = None
@@ -243,6 +250,10 @@ class Engine:
     def close(self) -> None:
         self.phase2.stop()
         self.pool.shutdown()
+        if self.shared is not None:
+            from autograder.warm import pool
+
+            pool.close_templates()
         sandbox.release_mounts_under(Path(self.plan.paths.scratch))   # left by a worker that was killed
         shutil.rmtree(self.plan.paths.scratch, ignore_errors=True)
         reap_children()
@@ -273,9 +284,9 @@ class Workers:
     (a result, an error, its worker dead or stopped at its timeout): no slot is lost with a worker."""
 
     def __init__(self, jobs: int, context, slots: list[str], template_env: dict | None = None,
-                 reference_events: dict | None = None):
+                 reference_events: dict | None = None, shared: str | None = None):
         self.jobs, self.context, self.free = jobs, context, list(slots)
-        self.initargs = (template_env, reference_events or {})
+        self.initargs = (template_env, reference_events or {}, shared)
         self.held: dict[futures.Future, str] = {}
         self.pool = self._new()
         self.replaced = 0

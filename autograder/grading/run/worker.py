@@ -140,10 +140,12 @@ def forkserver():
     return context
 
 
-def start_worker(template_env: dict | None, reference_events: dict) -> None:
+def start_worker(template_env: dict | None, reference_events: dict, shared: str | None = None) -> None:
     """A worker's initializer (the pool's public hook, run in each worker it starts, a replacement too): it
-    takes the Events that say a reference is ready (:func:`expect_references`) and starts its warm template,
-    which imports while the first reference run goes on in another worker. It lives here, with what the
+    takes the Events that say a reference is ready (:func:`expect_references`) and connects to the run's warm
+    template (``shared``, the socket :func:`autograder.warm.pool.share` listens on: one template forks every
+    worker's kernels), or starts its own, which imports while the first reference run goes on in another
+    worker. It lives here, with what the
     forkserver preloads: in the engine's module, unpickling it imported the engine, the recorder's side and
     nbgrader into every worker, 1.4 s before its template could start.
 
@@ -159,4 +161,7 @@ def start_worker(template_env: dict | None, reference_events: dict) -> None:
     if template_env is not None:
         from autograder.warm import pool
 
-        pool.prestart(template_env)
+        try:
+            pool.attach(shared, template_env) if shared else pool.prestart(template_env)
+        except OSError:   # the run's template is gone: this worker starts one of its own
+            pool.prestart(template_env)
