@@ -17,6 +17,7 @@ one the template reports.
 """
 import asyncio
 import atexit
+import contextlib
 import hashlib
 import itertools
 import json
@@ -251,30 +252,47 @@ def share(env: dict[str, str], folder: Path) -> str:
     made here, readable by its owner only), which the run's grading processes connect to (:func:`attach`), each a
     launcher of its own; return the socket's path. The template serves only processes of its own user."""
     folder.mkdir(mode=0o700)
-    path = folder / SHARED_NAME
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
-        listener.bind(str(path))
+        with _in_folder(folder) as short:
+            listener.bind(short)
         listener.listen(64)
         template_env = {name: value for name, value in env.items() if keyed(name) or name == "PATH"}
         with _registry_lock:
             _templates[template_key(env)] = Template(template_env, listener=listener)
     finally:
         listener.close()   # the template's copy listens
-    return str(path)
+    return str(folder / SHARED_NAME)
+
+
+@contextlib.contextmanager
+def _in_folder(folder: Path):
+    """The socket's name in ``folder`` through a descriptor of the folder: a socket's path may not exceed 107
+    bytes, and a run's scratch folder can be deep (pytest's, a cluster's)."""
+    fd = os.open(folder, os.O_PATH | os.O_DIRECTORY)
+    try:
+        yield f"/proc/self/fd/{fd}/{SHARED_NAME}"
+    finally:
+        os.close(fd)
+
+
+def connect(path: str) -> socket.socket:
+    """A connection to the shared template at ``path`` (:func:`share`)."""
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        with _in_folder(Path(path).parent) as short:
+            conn.connect(short)
+    except OSError:
+        conn.close()
+        raise
+    return conn
 
 
 def attach(path: str, env: dict[str, str]) -> Template:
     """Use the shared template at ``path`` (:func:`share`) for ``env``'s key in this process: its kernels are
     forked by it at this process's requests, on a connection of this process's own. A template that is gone
     is replaced by one of this process's own (:func:`get_template`)."""
-    conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    try:
-        conn.connect(path)
-    except OSError:
-        conn.close()
-        raise
-    template = Template(env, connected=conn)
+    template = Template(env, connected=connect(path))
     with _registry_lock:
         _templates[template_key(env)] = template
     return template

@@ -17,7 +17,6 @@ import asyncio
 import os
 import shutil
 import signal
-import socket
 import stat
 import sys
 import tempfile
@@ -34,20 +33,21 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="wa
 
 @pytest.fixture(scope="module")
 def shared():
-    """The run's template, in a folder others may pass through, as a run's scratch folder (0711) is."""
+    """The run's template, in a folder others may pass through, as a run's scratch folder (0711) is, and deeper
+    than a socket's path may be long (107 bytes), as pytest's and a cluster's scratch folders can be."""
     run = Path(tempfile.mkdtemp(prefix="pte-shared-"))
     run.chmod(0o711)
+    (run / ("d" * 100)).mkdir(mode=0o711)
     env = dict(os.environ)
-    path = pool.share(env, run / "template")
+    path = pool.share(env, run / ("d" * 100) / "template")
+    assert len(path.encode()) > 107
     yield path, env
     pool.close_templates()
     shutil.rmtree(run)
 
 
 def connect(path: str, env: dict) -> pool.Template:
-    conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    conn.connect(path)
-    template = pool.Template(env, connected=conn)
+    template = pool.Template(env, connected=pool.connect(path))
     asyncio.run(template.wait_ready())
     return template
 
@@ -129,13 +129,12 @@ def other_user_reads(path: str) -> bytes:
     """What a process of another user (nobody) reads first on a connection to ``path``: b"" if it is closed."""
     read_end, write_end = os.pipe()
     pid = os.fork()
-    if pid == 0:   # only system calls until _exit
+    if pid == 0:   # nothing but the connection, then _exit
         answer = b"?"
         try:
             os.setgid(65534)
             os.setuid(65534)
-            conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-            conn.connect(path)
+            conn = pool.connect(path)
             conn.settimeout(30)
             answer = b"<" + conn.recv(1 << 16) + b">"
         except BaseException as error:
@@ -152,7 +151,7 @@ def other_user_reads(path: str) -> bytes:
 
 def test_only_the_owner_may_connect(shared):
     path, env = shared
-    folder = os.stat(os.path.dirname(path))
+    folder = os.stat(os.path.dirname(path))   # the run's folder above it is 0711, as a run's scratch is
     assert stat.S_IMODE(folder.st_mode) == 0o700 and folder.st_uid == os.getuid()
     if os.getuid() != 0:
         pytest.skip("a connection of another user needs root to make")

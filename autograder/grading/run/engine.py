@@ -77,7 +77,10 @@ class Engine:
             # worker connects to it and has its kernels forked over a connection of its own
             from autograder.warm import pool
 
-            self.shared = pool.share(template_env, Path(run.paths.scratch) / "template")
+            try:
+                self.shared = pool.share(template_env, Path(run.paths.scratch) / "template")
+            except OSError as error:   # each worker starts its own, as with one worker
+                progress.log(f"warning: one template for the run could not be started ({error}): one a worker")
         self.pool = Workers(len(slots), context, slots, template_env, self.reference_events, self.shared)
         self.results: list[NotebookResult] = []
         self.waiting: dict[str, list[str]] = {}    # assignment -> students graded, not yet recorded
