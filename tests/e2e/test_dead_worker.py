@@ -26,9 +26,11 @@ import csv
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -137,8 +139,7 @@ def graded(tmp_path_factory):
     kit.submit(root, "kills-its-worker", LESSON, kit.fill_answers(release_nb, solution_nb,
                                                                   {"linear_forward": KILLER}))
     kit.submit(root, "untouched", LESSON, release_nb)
-    scratch = base / "scratch"
-    scratch.mkdir()
+    scratch = Path(tempfile.mkdtemp(prefix="pte-dead-worker-"))   # short: the kernels' sockets lie under it
     stop, kills = threading.Event(), []
     watcher = threading.Thread(target=watch, args=(scratch, stop, kills), daemon=True)
     watcher.start()
@@ -157,6 +158,8 @@ def graded(tmp_path_factory):
     report = json.loads((root / "grading-report.json").read_text())
     with open("/proc/self/mounts") as mounts:
         left = [line.split()[1] for line in mounts if str(scratch) in line]
+    if not left:
+        shutil.rmtree(scratch, ignore_errors=True)
     return root, proc, {s["student"]: s for s in report["submissions"]}, kills, left, kernels_left(kills)
 
 

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -56,8 +58,7 @@ def flooded(tmp_path_factory):
     solution_nb = nbformat.read(course.solution_path(LESSON), as_version=4)
     kit.submit(root, "flood", LESSON, kit.fill_answers(release_nb, solution_nb, {"linear_forward": FLOOD}))
     kit.submit(root, "honest", LESSON, kit.fill_answers(release_nb, solution_nb))
-    scratch = base / "scratch"
-    scratch.mkdir()
+    scratch = Path(tempfile.mkdtemp(prefix="pte-flood-"))   # short: the kernels' sockets lie under it
     stop, hogs = threading.Event(), []
     watcher = threading.Thread(target=load_when_flooding, args=(scratch, stop, hogs), daemon=True)
     watcher.start()
@@ -71,6 +72,7 @@ def flooded(tmp_path_factory):
         watcher.join()
         for hog in hogs:
             hog.kill()
+        shutil.rmtree(scratch, ignore_errors=True)
     assert len(hogs) == 2, f"the flood never said it starts: no load was put on\n{proc.stderr[-2000:]}"
     report = json.loads((root / "grading-report.json").read_text())
     return root, proc, {r["student"]: r for r in report["submissions"]}

@@ -2,6 +2,8 @@
 import io
 import json
 import os
+import shutil
+import tempfile
 
 import nbformat
 import pytest
@@ -418,10 +420,12 @@ def test_settings_come_from_the_course_config_then_the_command_line(tmp_path):
         Settings.resolve(root, {"PTEGrading": {"memory_mb": "2048"}})
 
 
-def test_the_grading_command_runs_kernels_with_what_the_config_says(tmp_path, monkeypatch):
+def test_the_grading_command_runs_kernels_with_what_the_config_says(tmp_path, monkeypatch, request):
     """Not only does the config say it: the plan the command executes carries it into every job's limits."""
     root = _course_with_config(tmp_path, "c.Execute.timeout = 7\nc.PTEGrading.kernel_threads = 3\n")
-    monkeypatch.setenv("PTE_SCRATCH", str(tmp_path))
+    scratch = tempfile.mkdtemp(prefix="pte-units-")   # short: a kernel's sockets would lie under it
+    request.addfinalizer(lambda: shutil.rmtree(scratch, ignore_errors=True))
+    monkeypatch.setenv("PTE_SCRATCH", scratch)
     run = planning.plan(root, {"sandbox": "none", "memory_mb": 1500}, reporting.Progress(0, io.StringIO()))
     run.layout["01_x"] = {"notebooks": {"01_x": 10.0}, "tests": {"01_x": {}}}
     job = run.job("ann", "01_x")
@@ -429,6 +433,18 @@ def test_the_grading_command_runs_kernels_with_what_the_config_says(tmp_path, mo
     assert job.limits.timeout_s == settings.default("timeout_s")
     capped = planning.plan(root, {"sandbox": "none", "timeout_s": 5}, reporting.Progress(0, io.StringIO()))
     assert capped.limits.cell_timeout_s == 5   # a cell never outlives its notebook
+
+
+def test_a_scratch_folder_too_deep_for_the_kernels_sockets_is_refused(tmp_path, monkeypatch):
+    """Under a scratch folder 60 bytes deep, a reference run's kernel sockets (pte-grading-*/reference-*/run/
+    kernel-N) would pass the 107 bytes a socket's path may have, and ZMQ refused every kernel of the run
+    (test_dead_worker.py under pytest-xdist: "File name too long"): the command stops at once and says why."""
+    root = _course_with_config(tmp_path, "")
+    monkeypatch.setenv("PTE_SCRATCH", "/tmp/" + "d" * 55)
+    with pytest.raises(planning.UsageError, match=r"too deep for the kernels' sockets.* at most 53 bytes"):
+        planning.plan(root, {"sandbox": "none"}, reporting.Progress(0, io.StringIO()))
+    monkeypatch.setenv("PTE_SCRATCH", "/tmp/" + "d" * 48)   # 53 bytes: the deepest that fits
+    assert planning.scratch_root() == "/tmp/" + "d" * 48
 
 
 def test_phase_two_is_nbgraders_own_autograde_with_only_execution_swapped(tmp_path):

@@ -160,12 +160,31 @@ def checked_plan(course: Path, overrides: dict | None, progress) -> Plan:
                 kind or "none", backup_gradebook(coursedir, course))
 
 
+# A kernel's sockets lie in the run's scratch folder, the deepest a reference run's,
+# <root>/pte-grading-XXXXXXXX/reference-XXXXXXXX/run/kernel-N, and a socket's path may not exceed 107 bytes: under a
+# deeper root ZMQ refused every kernel of the run ("File name too long").
+SOCKET_PATH_MAX = 107
+SOCKET_BELOW_ROOT = len("/pte-grading-XXXXXXXX/reference-XXXXXXXX/run/kernel-NN")
+
+
+def scratch_root() -> str:
+    """Where the run's scratch folder is made: ``PTE_SCRATCH``, else the temporary folder; UsageError when the
+    kernels' sockets in it would be too long a path."""
+    root = os.environ.get("PTE_SCRATCH") or tempfile.gettempdir()
+    if len(os.fsencode(os.path.abspath(root))) + SOCKET_BELOW_ROOT > SOCKET_PATH_MAX:
+        raise UsageError(f"the scratch folder {root} is too deep for the kernels' sockets, whose paths may not exceed "
+                         f"{SOCKET_PATH_MAX} bytes: set PTE_SCRATCH (or TMPDIR) to a folder of at most "
+                         f"{SOCKET_PATH_MAX - SOCKET_BELOW_ROOT} bytes")
+    return root
+
+
 def prepare_folders(course: Path, coursedir, shard=None) -> Paths:
+    root = scratch_root()
     grading_dir = course / GRADING_DIR
     staged = grading_dir / shards.work_name(shard) / "staged"   # a shard's own: shards share the course folder
     shutil.rmtree(staged, ignore_errors=True)
     staged.mkdir(parents=True)
-    scratch = Path(tempfile.mkdtemp(prefix="pte-grading-", dir=os.environ.get("PTE_SCRATCH") or None))
+    scratch = Path(tempfile.mkdtemp(prefix="pte-grading-", dir=root))
     os.chmod(scratch, 0o711)
 
     def folder(name: str) -> str:
