@@ -15,12 +15,10 @@ One message (``autograder.grading.messages``) per packet:
 At EOF on the socket (the launcher closed it or died) the template exits, and so it does on a request it cannot
 read (another version's: the launcher then starts a new template).
 
-A grading run's template (``autograder.warm.pool.share``) gets a second descriptor, ``python -m
-autograder.warm.template FD LISTENER``: a listening socket in a folder of the run's that only its owner may enter.
-Each grading process of the run connects to it (``attach``) and is a launcher of its own: the same messages on its
-own connection (a connection from another user is closed unanswered); the ends of its kernels are reported to it
-alone; and when it goes (EOF, or a request the template cannot read), the kernels forked for it are killed, as
-they die with a template of their own. The template ends with FD's launcher, the grading command.
+A run's template (``pool.share``: ``... template FD LISTENER``) also listens in a folder only its owner may enter;
+each grading process connects (``attach``; another user's connection is closed unanswered) and is a launcher of its
+own: its messages, and its kernels' ends, on its connection alone; when it goes (EOF, a broken connection, a request
+the template cannot read) its kernels are killed. The template ends with FD's launcher, the grading command.
 
 It is single-threaded: one ``select`` over the sockets and a pidfd per child, no signal handler, no thread, no ZMQ
 context, no tensor operation; ``unsafe_reason()`` checks that before every fork.
@@ -225,6 +223,7 @@ class Launcher:
 
     def __init__(self, sock: socket.socket | None):
         self.sock = sock
+        self.gone = False   # its connection broke as the template wrote to it
         self.children: dict[int, int] = {}   # pid -> pidfd (readable once the child has ended)
         self.kernels: dict[int, int] = {}    # a sandboxed child's relay pid -> its kernel's pid
 
@@ -283,8 +282,11 @@ def reap(launchers: list[Launcher]) -> None:
             if pid in launcher.children:
                 os.close(launcher.children.pop(pid))
                 kernel = launcher.kernels.pop(pid, pid)
-                if launcher.sock is not None:
-                    _send(launcher.sock, ChildExited(kernel, os.waitstatus_to_exitcode(status)))
+                if launcher.sock is not None and not launcher.gone:
+                    try:
+                        _send(launcher.sock, ChildExited(kernel, os.waitstatus_to_exitcode(status)))
+                    except (BrokenPipeError, ConnectionResetError):
+                        launcher.gone = True
                 break
 
 
@@ -296,13 +298,15 @@ def accept(listener: socket.socket, launchers: list[Launcher]) -> None:
         print(f"pte-template: refused a connection from pid {pid} (uid {uid})", file=sys.stderr)
         conn.close()
         return
-    launchers.append(Launcher(conn))
-    _send(conn, TemplateReady(os.getpid(), _STATE["seconds"]))
+    launchers.append(launcher := Launcher(conn))
+    try:
+        _send(conn, TemplateReady(os.getpid(), _STATE["seconds"]))
+    except (BrokenPipeError, ConnectionResetError):
+        launcher.gone = True
 
 
 def let_go(launcher: Launcher) -> None:
-    """A launcher that is gone (it closed its socket, or died): the kernels forked for it are killed, as they
-    die with a template of their own, and reaped later."""
+    """A launcher gone (closed or died): its kernels are killed, as with a template of its own, and reaped later."""
     for pidfd in launcher.children.values():
         try:
             signal.pidfd_send_signal(pidfd, signal.SIGKILL)
@@ -312,10 +316,38 @@ def let_go(launcher: Launcher) -> None:
     launcher.sock = None
 
 
+def receive(ready: socket.socket) -> tuple[ForkRequest | None, list[int]]:
+    """A launcher's next request and its descriptors; None at EOF or for another version's request."""
+    try:
+        message, fds, _flags, _addr = socket.recv_fds(ready, 1 << 20, 2)
+    except ConnectionResetError:   # it closed with our answers unread
+        return None, []
+    if message:
+        try:
+            return ForkRequest.decode(message), list(fds)
+        except MessageError as error:
+            print(f"pte-template: {error}; dropping that launcher", file=sys.stderr)
+    for fd in fds:
+        os.close(fd)
+    return None, []
+
+
+def answer(launcher: Launcher, request: ForkRequest, fds: list[int], launchers: list[Launcher],
+           listener: socket.socket | None) -> None:
+    """Fork for ``launcher`` (the child closes every socket and pidfd of the template's); mark it gone if it went."""
+    close = [other.sock.fileno() for other in launchers if other.sock is not None]
+    close += [fd for other in launchers for fd in other.children.values()]
+    try:
+        fork_kernel(launcher.sock, request, fds, launcher.children, launcher.kernels,
+                    close + ([listener.fileno()] if listener else []))
+    except (BrokenPipeError, ConnectionResetError):
+        launcher.gone = True
+
+
 def serve(sock: socket.socket, listener: socket.socket | None = None) -> None:
     """Fork for ``sock``'s launcher, and for each grading process that connects to ``listener`` (a run's shared
     template): each launcher's requests are answered, and its children's ends reported, on its own connection.
-    The template ends with ``sock``'s launcher (EOF or a request it cannot read)."""
+    The template ends with ``sock``'s launcher (EOF, a request it cannot read, or its connection broken)."""
     launchers = [Launcher(sock)]
     requests = 0
     while True:
@@ -323,33 +355,24 @@ def serve(sock: socket.socket, listener: socket.socket | None = None) -> None:
         pidfds = [fd for launcher in launchers for fd in launcher.children.values()]
         readable, _, _ = select.select([*by_socket, *pidfds, *([listener] if listener else [])], [], [], 5.0)
         reap(launchers)
-        launchers[:] = [launcher for launcher in launchers if launcher.sock is not None or launcher.children]
         if listener is not None and listener in readable:
             accept(listener, launchers)
-        for ready in [s for s in readable if s in by_socket]:
-            message, fds, _flags, _addr = socket.recv_fds(ready, 1 << 20, 2)
-            request = None
-            if message:
-                try:
-                    request = ForkRequest.decode(message)
-                except MessageError as error:   # another version's launcher: it starts a template of its own
-                    print(f"pte-template: {error}; dropping that launcher", file=sys.stderr)
-            if request is None:   # EOF: the launcher is gone
-                for fd in fds:
-                    os.close(fd)
-                if ready is sock:
-                    return
-                let_go(by_socket[ready])
+        for ready in [s for s in readable if s in by_socket and not by_socket[s].gone]:
+            request, fds = receive(ready)
+            if request is None:
+                by_socket[ready].gone = True
                 continue
             requests += 1
             if requests == 2:
                 for name in PRELOAD_AFTER_FIRST:
                     importlib.import_module(name)
-            close = [launcher.sock.fileno() for launcher in launchers if launcher.sock is not None]
-            close += [fd for launcher in launchers for fd in launcher.children.values()]
-            launcher = by_socket[ready]
-            fork_kernel(ready, request, list(fds), launcher.children, launcher.kernels,
-                        close + ([listener.fileno()] if listener else []))
+            answer(by_socket[ready], request, fds, launchers, listener)
+        for launcher in launchers:
+            if launcher.gone and launcher.sock is not None:
+                if launcher.sock is sock:
+                    return
+                let_go(launcher)
+        launchers[:] = [launcher for launcher in launchers if launcher.sock is not None or launcher.children]
 
 
 def main() -> None:

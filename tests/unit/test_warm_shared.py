@@ -5,7 +5,8 @@ a run with --jobs 2 started two templates, 2-3 CPU-s and hundreds of MB each).
 What one connection must never give another, channel by channel:
 - the replies: a launcher reads the answers to its own requests and the ends of its own kernels only;
 - the kernels: a launcher that goes (its grading process died, or closed the connection) takes its kernels with it,
-  as a template of its own would, and leaves the others' running;
+  as a template of its own would, and leaves the others' running, even when it went between its request and the
+  answer (the template's write then fails: until that was caught, the template died with every kernel it had);
 - the descriptors: a forked kernel holds none of the template's sockets (the listening one, the launchers');
 - the door: the listening socket lies in a folder of its owner's only, and the template serves a process of its
   own user only (``SO_PEERCRED``).
@@ -17,6 +18,7 @@ import asyncio
 import os
 import shutil
 import signal
+import socket
 import stat
 import sys
 import tempfile
@@ -38,8 +40,8 @@ def shared():
     run = Path(tempfile.mkdtemp(prefix="pte-shared-"))
     run.chmod(0o711)
     (run / ("d" * 100)).mkdir(mode=0o711)
-    env = dict(os.environ)
-    path = pool.share(env, run / ("d" * 100) / "template")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}   # a grading run's: a template
+    path = pool.share(env, run / ("d" * 100) / "template")                   # with threads answers cold
     assert len(path.encode()) > 107
     yield path, env
     pool.close_templates()
@@ -164,3 +166,27 @@ def test_only_the_owner_may_connect(shared):
         os.chmod(os.path.dirname(path), 0o700)
     assert answer == b"<>", f"the template answered another user: {answer[:200]!r}"
     connect(path, env).close()   # and goes on serving its own
+
+
+def test_a_launcher_that_dies_mid_request_costs_the_others_nothing(shared, tmp_path):
+    """A grading process killed right after it asked for a kernel: the template's answer finds its connection
+    closed. The template lets that launcher go (its kernel killed) and goes on serving the others."""
+    path, env = shared
+    staying = connect(path, env)
+    try:
+        spared = fork(staying, tmp_path, "staying")
+        for attempt in range(3):
+            dying = pool.connect(path)
+            with open(tmp_path / f"dying-{attempt}.log", "wb") as log:
+                request = ForkRequest(0, ["-m", "ipykernel_launcher", "-f", str(tmp_path / f"dying-{attempt}.json")],
+                                      dict(os.environ), str(tmp_path), 0o022)
+                socket.send_fds(dying, [request.encode()], [log.fileno(), log.fileno()])
+            dying.close()   # before the template answers
+        time.sleep(1.0)
+        assert alive(spared), "another launcher's death killed this one's kernel"
+        again = fork(staying, tmp_path, "again")   # the template still serves
+        for pid in (spared, again):
+            os.kill(pid, signal.SIGKILL)
+            assert staying.exit_status(pid, wait_s=30) == -signal.SIGKILL
+    finally:
+        staying.close()
