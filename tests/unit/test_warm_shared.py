@@ -55,10 +55,11 @@ def connect(path: str, env: dict) -> pool.Template:
 
 
 def fork(template: pool.Template, folder, name: str) -> int:
-    """A kernel forked at ``template``'s request (no sandbox: what the channels carry is the same); its pid."""
+    """A kernel forked at ``template``'s request (no sandbox: what the channels carry is the same); its pid. It
+    watches the template as a kernel from the pte-warm kernelspec does, so that none outlives a test that failed."""
     with open(folder / f"{name}.log", "wb") as log:
-        request = ForkRequest(0, ["-m", "ipykernel_launcher", "-f", str(folder / f"{name}.json")], dict(os.environ),
-                              str(folder), 0o022)
+        request = ForkRequest(0, ["-m", "ipykernel_launcher", "-f", str(folder / f"{name}.json")],
+                              {**os.environ, "JPY_PARENT_PID": str(template.pid)}, str(folder), 0o022)
         reply = asyncio.run(template.fork(request, [log.fileno(), log.fileno()]))
     assert isinstance(reply, Forked), reply
     return reply.pid
@@ -179,7 +180,7 @@ def test_a_launcher_that_dies_mid_request_costs_the_others_nothing(shared, tmp_p
             dying = pool.connect(path)
             with open(tmp_path / f"dying-{attempt}.log", "wb") as log:
                 request = ForkRequest(0, ["-m", "ipykernel_launcher", "-f", str(tmp_path / f"dying-{attempt}.json")],
-                                      dict(os.environ), str(tmp_path), 0o022)
+                                      {**os.environ, "JPY_PARENT_PID": str(staying.pid)}, str(tmp_path), 0o022)
                 socket.send_fds(dying, [request.encode()], [log.fileno(), log.fileno()])
             dying.close()   # before the template answers
         time.sleep(1.0)
