@@ -223,7 +223,7 @@ class Launcher:
 
     def __init__(self, sock: socket.socket | None):
         self.sock = sock
-        self.gone = False   # its connection broke as the template wrote to it
+        self.gone = False   # EOF, a broken connection or an unreadable request: serve() lets it go
         self.children: dict[int, int] = {}   # pid -> pidfd (readable once the child has ended)
         self.kernels: dict[int, int] = {}    # a sandboxed child's relay pid -> its kernel's pid
 

@@ -57,7 +57,7 @@ def test_a_cached_reference_is_read_without_running_and_a_stale_or_unreadable_on
 
 class _Pool:
     def __init__(self, jobs, context, slots, template_env=None, reference_events=None, shared=None):
-        self.jobs, self.slots = jobs, list(slots)
+        self.jobs, self.slots, self.shared = jobs, list(slots), shared
 
 
 class _Recorder:
@@ -85,8 +85,8 @@ def _engine(tmp_path: Path, monkeypatch, students: list[str], cached: bool, jobs
 
 
 def test_one_submission_with_a_cached_reference_starts_one_grading_process(tmp_path, monkeypatch):
-    """Each grading process starts a warm template (torch, matplotlib, ipykernel imported: about 3 CPU seconds);
-    a second one, for a reference already cached, was never used."""
+    """Each grading process costs a start, and a run of one starts its own warm template (torch, matplotlib,
+    ipykernel imported: about 3 CPU seconds); a second one, for a reference already cached, was never used."""
     monkeypatch.setattr(engine, "cpu_sets", lambda n: [str(i) for i in range(n)])
     run = _engine(tmp_path / "a", monkeypatch, ["alice"], cached=False)
     assert run.pool.jobs == 2 and not run.cached, "uncached: the reference run and the submission, at once"
@@ -144,3 +144,19 @@ def test_leaving_flushes_what_was_buffered(tmp_path):
         code = subprocess.run([sys.executable, "-c", probe], stdout=out, stderr=err, env=env, timeout=120).returncode
     assert code == 3
     assert (tmp_path / "out.log").read_text() == "buffered" and (tmp_path / "err.log").read_text() == "no newline"
+
+
+def test_a_run_of_several_grading_processes_starts_one_template_for_them_all(tmp_path, monkeypatch):
+    """With warm kernels, the run starts one template and hands its socket to every grading process (each a
+    launcher of its own on it: tests/unit/test_warm_shared.py); a run of one grading process leaves it to that one."""
+    from autograder.warm import pool
+
+    started = []
+    monkeypatch.setattr(engine.runner, "template_env_for", lambda limits: {"PATH": "/bin"})
+    monkeypatch.setattr(pool, "share", lambda env, folder: started.append(folder) or str(folder / pool.SHARED_NAME))
+    monkeypatch.setattr(engine, "cpu_sets", lambda n: [str(i) for i in range(n)])
+    run = _engine(tmp_path / "two", monkeypatch, ["a", "b", "c"], cached=True)
+    assert run.pool.jobs == 2 and started == [tmp_path / "two" / "scratch" / "template"]
+    assert run.pool.shared == str(started[0] / pool.SHARED_NAME)
+    alone = _engine(tmp_path / "one", monkeypatch, ["a"], cached=True)
+    assert alone.pool.jobs == 1 and alone.pool.shared is None and len(started) == 1
